@@ -1,0 +1,487 @@
+/* cli.c - option tables, output, and the wait-and-acquire loop. */
+#include "cli.h"
+#include "fsx.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { OPT_PRETTY = 1000 };
+
+static const struct cli_option common_options[] = {
+	{ "lock-dir", 'd', required_argument, "DIR",
+	  "registry directory (default $WSLOCK_DIR, else ${XDG_STATE_HOME:-~/.local/state}/wslock)" },
+	{ "pretty", OPT_PRETTY, no_argument, NULL, "indent JSON output" },
+	{ "quiet", 'q', no_argument, NULL, "no waiting notice or hints on stderr" },
+	{ "verbose", 'v', no_argument, NULL, "say more on stderr" },
+	{ "help", 'h', no_argument, NULL, "show this help and exit" },
+	CLI_OPT_END
+};
+
+static size_t count_options(const struct cli_option *o)
+{
+	size_t n = 0;
+
+	while (o != NULL && o[n].name != NULL)
+		n++;
+	return n;
+}
+
+static void help_options(const struct cli_option *o)
+{
+	char left[64];
+
+	for (; o != NULL && o->name != NULL; o++) {
+		if (o->id < 256)
+			snprintf(left, sizeof(left), "-%c, --%s%s%s", o->id, o->name,
+				 o->arg_name ? " " : "", o->arg_name ? o->arg_name : "");
+		else
+			snprintf(left, sizeof(left), "    --%s%s%s", o->name,
+				 o->arg_name ? " " : "", o->arg_name ? o->arg_name : "");
+		if (strlen(left) > 26)
+			printf("  %s\n  %-26s %s\n", left, "", o->help);
+		else
+			printf("  %-26s %s\n", left, o->help);
+	}
+}
+
+void cli_help(const struct cli_command *cmd)
+{
+	printf("usage: wslock %s %s\n\n%s\n", cmd->name, cmd->synopsis, cmd->summary);
+	if (count_options(cmd->options) > 0) {
+		printf("\noptions:\n");
+		help_options(cmd->options);
+	}
+	printf("\ncommon options:\n");
+	help_options(common_options);
+	if (cmd->details != NULL)
+		printf("\n%s", cmd->details);
+	printf("\nExit status: 0 done; 64 usage; 65 owner mismatch or corrupt lock; 66 no\n"
+	       "workspace or not held; 69 recovery required; 75 busy or timeout; 77 unsafe\n"
+	       "path; 78 ownership lost (see wslock(1)).\n");
+}
+
+static int vusage(struct cli *c, const char *fmt, va_list ap)
+{
+	struct wsl_error err = { 0 };
+
+	err.code = WSL_USAGE;
+	vsnprintf(err.message, sizeof(err.message), fmt, ap);
+	if (c->json_errors) {
+		json_t *doc = json_pack("{s:{s:s,s:s}}", "error", "code",
+					wsl_code_name(WSL_USAGE), "message", err.message);
+		if (doc != NULL)
+			cli_print_json(c, doc);
+	}
+	fprintf(stderr, "wslock: %s\n", err.message);
+	if (!c->quiet)
+		fprintf(stderr, "try 'wslock %s%s--help'\n", c->cmd ? c->cmd : "",
+			c->cmd ? " " : "");
+	return wsl_code_exit(WSL_USAGE);
+}
+
+int cli_usage(struct cli *c, const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = vusage(c, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+int cli_parse(struct cli *c, const struct cli_command *cmd, int argc,
+	      char **argv, int (*on_option)(int id, const char *arg, void *ctx,
+					    struct wsl_error *err),
+	      void *ctx, int *status)
+{
+	size_t ncmd = count_options(cmd->options), ncommon = count_options(common_options);
+	struct option *longopts;
+	char optstring[128];
+	size_t i, k = 0, s = 0;
+	int opt, first = -1;
+
+	longopts = calloc(ncmd + ncommon + 1, sizeof(*longopts));
+	if (longopts == NULL) {
+		*status = cli_usage(c, "out of memory");
+		return -1;
+	}
+	optstring[s++] = ':';
+	for (i = 0; i < ncmd + ncommon; i++) {
+		const struct cli_option *o = i < ncmd ? &cmd->options[i] :
+			&common_options[i - ncmd];
+		longopts[k].name = o->name;
+		longopts[k].has_arg = o->has_arg;
+		longopts[k].val = o->id;
+		k++;
+		if (o->id < 256 && s + 3 < sizeof(optstring)) {
+			optstring[s++] = (char)o->id;
+			if (o->has_arg == required_argument)
+				optstring[s++] = ':';
+		}
+	}
+	optstring[s] = '\0';
+	optind = 1;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
+		struct wsl_error err = { 0 };
+		const char *bad = argv[optind - 1];
+
+		switch (opt) {
+		case 'd':
+			c->lock_dir = optarg;
+			break;
+		case 'h':
+			cli_help(cmd);
+			*status = 0;
+			goto done;
+		case 'q':
+			c->quiet = true;
+			break;
+		case 'v':
+			c->verbose++;
+			break;
+		case OPT_PRETTY:
+			c->pretty = true;
+			break;
+		case '?':
+			if (optopt != 0 && optopt < 256)
+				*status = cli_usage(c, "unknown option -%c", optopt);
+			else
+				*status = cli_usage(c, "unknown option %s", bad);
+			goto done;
+		case ':':
+			*status = cli_usage(c, "option %s needs a value", bad);
+			goto done;
+		default:
+			if (on_option(opt, optarg, ctx, &err) != 0) {
+				*status = cli_usage(c, "%s", err.message);
+				wsl_error_clear(&err);
+				goto done;
+			}
+		}
+	}
+	first = optind;
+done:
+	free(longopts);
+	return first;
+}
+
+int cli_print_json(struct cli *c, json_t *value)
+{
+	int rc = 0;
+
+	if (value == NULL ||
+	    json_dumpf(value, stdout, c->pretty ? JSON_INDENT(2) : JSON_COMPACT) != 0 ||
+	    fputc('\n', stdout) == EOF || fflush(stdout) == EOF) {
+		fprintf(stderr, "wslock: cannot write to standard output: %s\n",
+			strerror(errno));
+		rc = wsl_code_exit(WSL_IO);
+	}
+	json_decref(value);
+	return rc;
+}
+
+json_t *cli_entry_json(const struct lock_entry *e)
+{
+	json_t *o = json_object();
+
+	if (o == NULL)
+		return NULL;
+	json_object_set_new(o, "workspace_root",
+			    e->workspace_root[0] ? json_string(e->workspace_root) : json_null());
+	json_object_set_new(o, "state", json_string(lock_state_name(e->state)));
+	json_object_set_new(o, "liveness", e->probed && e->state != LOCK_CORRUPT ?
+			    json_string(liveness_name(e->liveness)) : json_null());
+	json_object_set_new(o, "liveness_reason", e->probed && e->state != LOCK_CORRUPT ?
+			    json_string(e->reason) : json_null());
+	json_object_set_new(o, "owner", e->has_owner ? owner_to_json(&e->owner) : json_null());
+	if (e->state == LOCK_CORRUPT)
+		json_object_set_new(o, "problem", json_string(e->problem));
+	if (e->state == LOCK_RETAINED && e->retained != NULL) {
+		json_t *r = json_loads(e->retained, 0, NULL);
+		json_object_set_new(o, "retained", r != NULL ? r : json_null());
+	}
+	if (e->state != LOCK_FREE && e->lock_path[0] != '\0')
+		json_object_set_new(o, "lock_path", json_string(e->lock_path));
+	return o;
+}
+
+int cli_fail(struct cli *c, struct wsl_error *err)
+{
+	if (c->json_errors) {
+		json_t *doc = json_object(), *inner = json_object();
+		json_object_set_new(inner, "code", json_string(wsl_code_name(err->code)));
+		json_object_set_new(inner, "message", json_string(err->message));
+		if (err->workspace_root != NULL)
+			json_object_set_new(inner, "workspace_root",
+					    json_string(err->workspace_root));
+		if (err->holder != NULL) {
+			json_t *h = json_loads(err->holder, 0, NULL);
+			json_object_set_new(inner, "holder", h != NULL ? h : json_null());
+		}
+		if (err->liveness != NULL)
+			json_object_set_new(inner, "liveness", json_string(err->liveness));
+		if (err->liveness_reason != NULL)
+			json_object_set_new(inner, "liveness_reason",
+					    json_string(err->liveness_reason));
+		if (err->path != NULL)
+			json_object_set_new(inner, "path", json_string(err->path));
+		json_object_set_new(doc, "error", inner);
+		cli_print_json(c, doc);
+	}
+	fprintf(stderr, "wslock: %s\n", err->message);
+	return wsl_code_exit(err->code);
+}
+
+long long cli_parse_seconds(const char *s)
+{
+	char *end;
+	double v;
+
+	if (s == NULL || *s == '\0' || *s == '-' || *s == '+' ||
+	    strspn(s, " \t") > 0)
+		return -1;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno != 0 || *end != '\0' || !isfinite(v) || v < 0 || v > 1e9)
+		return -1;
+	/* Hexadecimal and exponent forms pass strtod; allow only decimals. */
+	if (strspn(s, "0123456789.") != strlen(s))
+		return -1;
+	return (long long)ceil(v * 1000.0);
+}
+
+int cli_parse_long(const char *s, long lo, long hi, long *out)
+{
+	char *end;
+	long v;
+
+	if (s == NULL || *s == '\0' || strspn(s, "0123456789-") != strlen(s))
+		return -1;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+void cli_describe_holder(const struct lock_entry *e, char *out, size_t len)
+{
+	if (!e->has_owner) {
+		snprintf(out, len, "a corrupt lock (%s)", e->problem);
+		return;
+	}
+	snprintf(out, len, "pid %ld on host %s (purpose \"%s\", operation %s, since %s)",
+		 (long)e->owner.pid, e->owner.host, e->owner.purpose,
+		 e->owner.operation_id, e->owner.acquired_at);
+}
+
+void cli_error_holder(struct wsl_error *err, const struct lock_entry *e)
+{
+	if (e->workspace_root[0] != '\0')
+		wsl_error_detail(&err->workspace_root, e->workspace_root);
+	if (e->has_owner)
+		wsl_error_detail(&err->holder, e->raw);
+	if (e->probed && e->has_owner) {
+		wsl_error_detail(&err->liveness, liveness_name(e->liveness));
+		wsl_error_detail(&err->liveness_reason, e->reason);
+	}
+	if (e->state == LOCK_CORRUPT)
+		wsl_error_detail(&err->path, e->lock_path);
+}
+
+int cli_conflict_status(const struct cli_wait *w, const struct wsl_error *err)
+{
+	if (w->conflict_exit >= 0 &&
+	    (err->code == WSL_BUSY || err->code == WSL_TIMEOUT))
+		return w->conflict_exit;
+	return wsl_code_exit(err->code);
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Where the conflicting lock sits relative to the requested workspace. */
+static const char *relation(const char *wanted, const struct lock_entry *e)
+{
+	size_t n = strlen(e->workspace_root);
+
+	if (strcmp(wanted, e->workspace_root) == 0)
+		return "";
+	if (strncmp(wanted, e->workspace_root, n) == 0 && wanted[n] == '/')
+		return "its ancestor ";
+	return "its descendant ";
+}
+
+/* Turns a conflict that waiting cannot cure into an error; 0 otherwise. */
+static int conflict_final(const char *ws, const struct lock_entry *e,
+			  struct wsl_error *err)
+{
+	const char *mine = getenv("WSLOCK_TOKEN");
+	char who[1024];
+
+	cli_describe_holder(e, who, sizeof(who));
+	if (e->state == LOCK_CORRUPT) {
+		cli_error_holder(err, e);
+		return wsl_error_set(err, WSL_LOCK_CORRUPT,
+				     "%s: the lock of %s%s is corrupt: %s (%s); see 'wslock inspect'",
+				     ws, relation(ws, e), e->workspace_root, e->problem,
+				     e->lock_path);
+	}
+	if (e->state == LOCK_RETAINED) {
+		cli_error_holder(err, e);
+		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
+				     "%s: %s%s is retained for recovery after a failed run of %s; inspect it, then 'wslock recover'",
+				     ws, relation(ws, e), e->workspace_root, who);
+	}
+	if (e->liveness == LIVENESS_DEAD) {
+		cli_error_holder(err, e);
+		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
+				     "%s: %s%s is held by %s, which is dead (%s); check the workspace, then 'wslock recover'",
+				     ws, relation(ws, e), e->workspace_root, who, e->reason);
+	}
+	if (mine != NULL && strcmp(mine, e->owner.token) == 0) {
+		cli_error_holder(err, e);
+		return wsl_error_set(err, WSL_BUSY,
+				     "%s: %s%s is held by this command's own enclosing wslock run; waiting would never end",
+				     ws, relation(ws, e), e->workspace_root);
+	}
+	return 0;
+}
+
+int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
+		const struct cli_wait *w, int *live_fd, struct wsl_error *err)
+{
+	const char *ws = o->workspace_root;
+	long long deadline = w->timeout_ms >= 0 ? now_ms() + w->timeout_ms : -1;
+	struct wsl_error werr = { 0 };
+	bool told = false;
+	int watch, rc;
+
+	watch = registry_watch(reg, &werr);
+	if (watch < 0 && c->verbose)
+		fprintf(stderr, "wslock: %s; polling instead\n", werr.message);
+	wsl_error_clear(&werr);
+	for (;;) {
+		struct lock_entry conflict;
+		struct pollfd pfd[2];
+		char who[1024], buf[4096];
+		long long wait_ms;
+		int nfds = 0;
+
+		if (watch >= 0)
+			while (read(watch, buf, sizeof(buf)) > 0)
+				;
+		rc = registry_try_acquire(reg, o, live_fd, &conflict, err);
+		if (rc == ACQUIRE_DONE || rc < 0) {
+			lock_entry_free(&conflict);
+			break;
+		}
+		if (conflict_final(ws, &conflict, err) != 0) {
+			lock_entry_free(&conflict);
+			rc = -1;
+			break;
+		}
+		cli_describe_holder(&conflict, who, sizeof(who));
+		if (w->nonblock || (deadline >= 0 && now_ms() >= deadline)) {
+			cli_error_holder(err, &conflict);
+			wsl_error_set(err, w->nonblock ? WSL_BUSY : WSL_TIMEOUT,
+				      "%s%s: %s%s is locked by %s%s%s",
+				      w->nonblock ? "" : "timed out waiting for ", ws,
+				      relation(ws, &conflict), conflict.workspace_root, who,
+				      conflict.liveness == LIVENESS_UNKNOWN ? "; liveness unknown: " : "",
+				      conflict.liveness == LIVENESS_UNKNOWN ? conflict.reason : "");
+			lock_entry_free(&conflict);
+			rc = -1;
+			break;
+		}
+		if (!told && !c->quiet) {
+			fprintf(stderr, "wslock: waiting for %s: %s%s is locked by %s\n", ws,
+				relation(ws, &conflict), conflict.workspace_root, who);
+			told = true;
+		}
+		lock_entry_free(&conflict);
+		wait_ms = 250;
+		if (deadline >= 0 && deadline - now_ms() < wait_ms)
+			wait_ms = deadline - now_ms() < 0 ? 0 : deadline - now_ms();
+		if (watch >= 0) {
+			pfd[nfds].fd = watch;
+			pfd[nfds++].events = POLLIN;
+		}
+		if (w->sigfd >= 0) {
+			pfd[nfds].fd = w->sigfd;
+			pfd[nfds++].events = POLLIN;
+		}
+		if (poll(pfd, (nfds_t)nfds, (int)wait_ms) < 0 && errno != EINTR) {
+			wsl_error_errno(err, WSL_OS, errno, "poll");
+			rc = -1;
+			break;
+		}
+		if (w->sigfd >= 0 && (pfd[nfds - 1].revents & POLLIN)) {
+			struct signalfd_siginfo si;
+			if (read(w->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si) &&
+			    si.ssi_signo != SIGCHLD) {
+				rc = (int)si.ssi_signo;
+				break;
+			}
+		}
+	}
+	fsx_close(watch);
+	return rc;
+}
+
+int cli_hold_option(struct cli_hold *h, int id, const char *arg,
+		    struct wsl_error *err)
+{
+	long v;
+
+	switch (id) {
+	case 'w':
+		h->wait.timeout_ms = cli_parse_seconds(arg);
+		if (h->wait.timeout_ms < 0)
+			return wsl_error_set(err, WSL_USAGE,
+					     "-w takes a number of seconds (e.g. 10 or 0.5), not '%s'", arg);
+		return 1;
+	case 'n':
+		h->wait.nonblock = true;
+		return 1;
+	case 'E':
+		if (cli_parse_long(arg, 0, 255, &v) != 0)
+			return wsl_error_set(err, WSL_USAGE,
+					     "-E takes an exit status 0..255, not '%s'", arg);
+		h->wait.conflict_exit = (int)v;
+		return 1;
+	case OPT_OPERATION_ID:
+		if (!owner_operation_id_valid(arg))
+			return wsl_error_set(err, WSL_USAGE,
+					     "operation id '%.200s' must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,191}$", arg);
+		h->operation_id = arg;
+		return 1;
+	case OPT_PURPOSE:
+		if (!owner_purpose_valid(arg))
+			return wsl_error_set(err, WSL_USAGE,
+					     "purpose must be 1..%d printable characters", OWNER_PURPOSE_MAX);
+		h->purpose = arg;
+		return 1;
+	default:
+		return 0;
+	}
+}

@@ -1,0 +1,168 @@
+/* cli.h - what the subcommands share: option tables that drive both
+ * getopt_long(3) and --help, JSON and error output, and the wait-and-acquire
+ * loop. Only this layer prints or chooses exit statuses. */
+#ifndef WSLOCK_CLI_H
+#define WSLOCK_CLI_H
+
+#include <stdbool.h>
+#include <jansson.h>
+
+#include "error.h"
+#include "registry.h"
+
+#define WSLOCK_VERSION "0.1.0"
+
+/* One option of a subcommand. id is what the parse callback receives: the
+ * short letter when there is one, else a value >= 256. */
+struct cli_option {
+	const char *name;	/* long name without "--" */
+	int id;
+	int has_arg;		/* no_argument or required_argument */
+	const char *arg_name;	/* for --help, e.g. "SECONDS" */
+	const char *help;	/* one line */
+};
+
+/* State of one invocation, shared by every subcommand. */
+struct cli {
+	const char *cmd;	/* subcommand name, for messages and hints */
+	const char *lock_dir;	/* -d, or NULL for the default */
+	bool json_errors;	/* errors also go to stdout as JSON */
+	bool pretty;
+	bool quiet;
+	int verbose;
+};
+
+/* One subcommand: its table row in main.c and its --help text. */
+struct cli_command {
+	const char *name;
+	int (*run)(struct cli *c, int argc, char **argv);
+	const char *synopsis;	/* arguments after the name */
+	const char *summary;	/* one line */
+	const struct cli_option *options;
+	const char *details;	/* paragraphs after the options, or NULL */
+};
+
+/* The option every subcommand accepts: -d/--lock-dir, -h/--help,
+ * --pretty, -q, -v are handled by cli_parse itself. */
+#define CLI_OPT_END { NULL, 0, 0, NULL, NULL }
+
+/*
+ * Parses argv[1..argc-1] (argv[0] is the subcommand name) with the
+ * command's option table plus the common ones, calling on_option for each
+ * command option (arg NULL for flags). on_option returns 0, or -1 after
+ * filling err (a usage error). Returns the index of the first operand, or
+ * -1 when it already handled --help (exit 0) or a usage error (printed;
+ * *status holds the exit status).
+ */
+int cli_parse(struct cli *c, const struct cli_command *cmd, int argc,
+	      char **argv, int (*on_option)(int id, const char *arg, void *ctx,
+					    struct wsl_error *err),
+	      void *ctx, int *status);
+
+/* Prints the --help text of cmd on stdout. */
+void cli_help(const struct cli_command *cmd);
+
+/* Reports a usage error: one stderr line plus a hint to --help, the JSON
+ * error on stdout when c->json_errors. Returns 64. */
+int cli_usage(struct cli *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Reports err (one stderr line "wslock: message", and for commands other
+ * than run a JSON error object on stdout) and returns its exit status. */
+int cli_fail(struct cli *c, struct wsl_error *err);
+
+/* Writes value as JSON (compact, or indented with --pretty) and a newline
+ * on stdout, then flushes; takes the reference. Returns 0, or 74 when stdout
+ * cannot be written (EPIPE, ENOSPC...), after saying so on stderr. */
+int cli_print_json(struct cli *c, json_t *value);
+
+/* The JSON shape of a lock in inspect and error details (a new
+ * reference). */
+json_t *cli_entry_json(const struct lock_entry *e);
+
+/* Parses a number of seconds (fractional, 0 .. 1e9) into milliseconds;
+ * -1 when it is not one. */
+long long cli_parse_seconds(const char *s);
+
+/* Parses a decimal integer in lo..hi; returns 0 or -1. */
+int cli_parse_long(const char *s, long lo, long hi, long *out);
+
+/* How acquire and run wait for a held workspace. */
+struct cli_wait {
+	bool nonblock;		/* -n: fail at once with WSLOCK_BUSY */
+	long long timeout_ms;	/* -w, or -1: wait forever */
+	int conflict_exit;	/* -E, or -1 */
+	int sigfd;		/* signalfd to watch while waiting, or -1 */
+};
+
+/*
+ * Acquires o's workspace, waiting as w says: an inotify watch on locks/
+ * wakes it as soon as a lock is released, with a 250 ms poll as fallback
+ * (a holder that dies releases nothing). Says once on stderr (unless -q)
+ * whom it waits for. A conflict that waiting cannot cure fails at once:
+ * WSLOCK_LOCK_CORRUPT, WSLOCK_RECOVERY_REQUIRED (dead or retained owner),
+ * or WSLOCK_BUSY when the holder is the caller's own enclosing run
+ * ($WSLOCK_TOKEN). Returns 0 when held; -1 with err (WSLOCK_BUSY,
+ * WSLOCK_TIMEOUT...); or a signal number > 0 when a signal arrived on
+ * w->sigfd while waiting.
+ */
+int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
+		const struct cli_wait *w, int *live_fd, struct wsl_error *err);
+
+/* Fills err's details from a conflicting or current lock: workspace_root,
+ * holder (the owner JSON), liveness and its reason. */
+void cli_error_holder(struct wsl_error *err, const struct lock_entry *e);
+
+/* One phrase naming e's holder for messages: "pid 12 on host h (purpose
+ * "x", operation o, since T)". */
+void cli_describe_holder(const struct lock_entry *e, char *out, size_t len);
+
+/* Exit status for err, with -E applied to WSLOCK_BUSY and WSLOCK_TIMEOUT. */
+int cli_conflict_status(const struct cli_wait *w, const struct wsl_error *err);
+
+/* Subcommand handlers (src/cmd_*.c). */
+extern const struct cli_command cmd_acquire, cmd_release, cmd_run, cmd_inspect;
+
+#endif
+
+/* Option ids shared by acquire, run and recover. */
+enum {
+	OPT_OPERATION_ID = 300,
+	OPT_PURPOSE,
+	OPT_PID,
+	OPT_PRINT_OWNER,
+	OPT_RETAIN,
+	OPT_RECLAIM_DEAD,
+	OPT_TOKEN,
+	OPT_OWNER,
+	OPT_ALL,
+	OPT_EXPECTED,
+	OPT_FORCE,
+	OPT_REASON,
+	OPT_YES,
+};
+
+/* -w, -n, -E, --operation-id, --purpose as cli_option rows. */
+#define CLI_WAIT_OPTIONS \
+	{ "timeout", 'w', required_argument, "SECONDS", \
+	  "give up after SECONDS (fractional) with WSLOCK_TIMEOUT; default: wait forever" }, \
+	{ "nonblock", 'n', no_argument, NULL, \
+	  "fail at once with WSLOCK_BUSY if the workspace is held" }, \
+	{ "conflict-exit-code", 'E', required_argument, "N", \
+	  "exit with N (0..255) instead of 75 when busy or timed out" }, \
+	{ "operation-id", OPT_OPERATION_ID, required_argument, "ID", \
+	  "operation id to record (default: generated)" }, \
+	{ "purpose", OPT_PURPOSE, required_argument, "TEXT", \
+	  "why the lock is held, 1..128 printable characters" }
+
+/* What acquire and run record and how they wait. */
+struct cli_hold {
+	struct cli_wait wait;
+	const char *purpose;
+	const char *operation_id;
+};
+
+/* Handles an option of CLI_WAIT_OPTIONS: returns 1 when id was one of them
+ * (0 when not), -1 with err for a bad value. */
+int cli_hold_option(struct cli_hold *h, int id, const char *arg,
+		    struct wsl_error *err);

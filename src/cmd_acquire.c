@@ -1,0 +1,102 @@
+/* cmd_acquire.c - wslock acquire: hold a lock for a process that outlives
+ * wslock (a shell script), and print its owner document. */
+#include "cli.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+static const struct cli_option acquire_options[] = {
+	CLI_WAIT_OPTIONS,
+	{ "pid", OPT_PID, required_argument, "PID",
+	  "the holder's pid (default: wslock's parent; in scripts use --pid $$)" },
+	CLI_OPT_END
+};
+
+struct acquire_args {
+	struct cli_hold hold;
+	long pid;
+};
+
+static int acquire_option(int id, const char *arg, void *ctx, struct wsl_error *err)
+{
+	struct acquire_args *a = ctx;
+	int rc = cli_hold_option(&a->hold, id, arg, err);
+
+	if (rc != 0)
+		return rc < 0 ? -1 : 0;
+	if (id == OPT_PID) {
+		if (cli_parse_long(arg, 1, WSL_PID_MAX, &a->pid) != 0)
+			return wsl_error_set(err, WSL_USAGE,
+					     "--pid takes a process id 1..%d, not '%s'",
+					     WSL_PID_MAX, arg);
+		return 0;
+	}
+	return wsl_error_set(err, WSL_USAGE, "unexpected option");
+}
+
+static int acquire_main(struct cli *c, int argc, char **argv)
+{
+	struct acquire_args a = { .hold.wait = { false, -1, -1, -1 }, .pid = 0 };
+	char dir[PATH_MAX], ws[PATH_MAX];
+	struct wsl_error err = { 0 };
+	struct registry reg;
+	struct owner o;
+	sigset_t mask, old;
+	int first, status = 0, rc;
+
+	c->json_errors = true;
+	first = cli_parse(c, &cmd_acquire, argc, argv, acquire_option, &a, &status);
+	if (first < 0)
+		return status;
+	if (argc - first != 1)
+		return cli_usage(c, argc - first == 0 ? "acquire needs a WORKSPACE" :
+				 "acquire takes one WORKSPACE");
+	if (a.pid == 0)
+		a.pid = getppid();
+	if (registry_default_path(c->lock_dir, dir, &err) != 0 ||
+	    registry_open(&reg, dir, true, &err) != 0)
+		return cli_fail(c, &err);
+	if (registry_workspace(&reg, argv[first], false, ws, &err) != 0 ||
+	    owner_build(&o, ws, (pid_t)a.pid,
+			a.hold.purpose ? a.hold.purpose : "acquire",
+			a.hold.operation_id, NULL, &err) != 0) {
+		registry_close(&reg);
+		return cli_fail(c, &err);
+	}
+	/* Signals that end a wait are read from a signalfd, so the loop can
+	 * stop cleanly; once published, the holder is the caller. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, &old);
+	a.hold.wait.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	rc = cli_acquire(c, &reg, &o, &a.hold.wait, NULL, &err);
+	registry_close(&reg);
+	if (a.hold.wait.sigfd >= 0)
+		close(a.hold.wait.sigfd);
+	if (rc > 0)
+		return 128 + rc;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (rc < 0) {
+		status = cli_conflict_status(&a.hold.wait, &err);
+		cli_fail(c, &err);
+		wsl_error_clear(&err);
+		return status;
+	}
+	return cli_print_json(c, owner_to_json(&o));
+}
+
+const struct cli_command cmd_acquire = {
+	"acquire", acquire_main, "[options] WORKSPACE",
+	"Lock WORKSPACE for a holder that outlives wslock and print the owner document.",
+	acquire_options,
+	"The holder is --pid (default: wslock's parent process). Inside $(...) that\n"
+	"parent is a short-lived subshell, so scripts write:\n"
+	"  owner=$(wslock acquire --pid $$ WS) && token=$(jq -r .token <<<\"$owner\")\n"
+	"  ...; wslock release --token \"$token\" WS\n",
+};

@@ -1,0 +1,148 @@
+/* cmd_inspect.c - wslock inspect: who holds a workspace, is the holder
+ * alive, what overlaps. Never creates or changes anything. */
+#include "cli.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+static const struct cli_option inspect_options[] = {
+	{ "owner", OPT_OWNER, no_argument, NULL,
+	  "print only the owner document (or null): the input 'recover' expects" },
+	{ "all", OPT_ALL, no_argument, NULL, "list every lock in the registry" },
+	CLI_OPT_END
+};
+
+struct inspect_args {
+	bool owner_only;
+	bool all;
+};
+
+static int inspect_option(int id, const char *arg, void *ctx, struct wsl_error *err)
+{
+	struct inspect_args *a = ctx;
+
+	(void)arg;
+	if (id == OPT_OWNER)
+		a->owner_only = true;
+	else if (id == OPT_ALL)
+		a->all = true;
+	else
+		return wsl_error_set(err, WSL_USAGE, "unexpected option");
+	return 0;
+}
+
+static int list_one(const struct lock_entry *e, void *arg)
+{
+	json_t *locks = arg;
+
+	return json_array_append_new(locks, cli_entry_json(e)) == 0 ? 0 : -1;
+}
+
+static int inspect_all(struct cli *c, struct registry *reg, struct wsl_error *err)
+{
+	json_t *locks = json_array(), *out;
+
+	if (registry_list(reg, true, list_one, locks, err) != 0) {
+		json_decref(locks);
+		if (err->code == WSL_OK)
+			wsl_error_set(err, WSL_OS, "out of memory");
+		return -1;
+	}
+	registry_coord_unlock(reg);
+	out = json_object();
+	json_object_set_new(out, "locks", locks);
+	return cli_print_json(c, out);
+}
+
+static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
+		       bool owner_only, struct wsl_error *err)
+{
+	char ws[PATH_MAX], key[WSL_KEY_HEX + 1];
+	struct overlap *ov = NULL;
+	struct lock_entry e;
+	struct stat st;
+	json_t *out, *list;
+	size_t n = 0, i;
+
+	if (registry_workspace(reg, arg, true, ws, err) != 0)
+		return -1;
+	crypto_path_key(ws, key);
+	if (registry_get(reg, key, true, &e, err) != 0)
+		return -1;
+	if (e.state == LOCK_CORRUPT)
+		snprintf(e.workspace_root, sizeof(e.workspace_root), "%s", ws);
+	if (owner_only) {
+		registry_coord_unlock(reg);
+		out = e.has_owner ? owner_to_json(&e.owner) : json_null();
+		lock_entry_free(&e);
+		return cli_print_json(c, out);
+	}
+	if (registry_overlaps(reg, ws, true, &ov, &n, err) != 0) {
+		lock_entry_free(&e);
+		return -1;
+	}
+	registry_coord_unlock(reg);
+	if (e.state == LOCK_FREE && n == 0 && stat(ws, &st) != 0) {
+		lock_entry_free(&e);
+		registry_overlaps_free(ov, n);
+		return wsl_error_set(err, WSL_NO_WORKSPACE,
+				     "workspace %s does not exist and holds no lock", arg);
+	}
+	snprintf(e.workspace_root, sizeof(e.workspace_root), "%s", ws);
+	out = cli_entry_json(&e);
+	list = json_array();
+	for (i = 0; i < n; i++) {
+		json_t *item = cli_entry_json(&ov[i].entry);
+		json_object_set_new(item, "relation",
+				    json_string(ov[i].ancestor ? "ancestor" : "descendant"));
+		json_array_append_new(list, item);
+	}
+	json_object_set_new(out, "overlapping", list);
+	lock_entry_free(&e);
+	registry_overlaps_free(ov, n);
+	return cli_print_json(c, out);
+}
+
+static int inspect_main(struct cli *c, int argc, char **argv)
+{
+	struct inspect_args a = { false, false };
+	struct wsl_error err = { 0 };
+	char dir[PATH_MAX];
+	struct registry reg;
+	int first, status = 0, rc;
+
+	c->json_errors = true;
+	first = cli_parse(c, &cmd_inspect, argc, argv, inspect_option, &a, &status);
+	if (first < 0)
+		return status;
+	if (a.all ? argc - first != 0 : argc - first != 1)
+		return cli_usage(c, a.all ? "inspect --all takes no WORKSPACE" :
+				 argc - first == 0 ? "inspect needs a WORKSPACE or --all" :
+				 "inspect takes one WORKSPACE");
+	if (a.all && a.owner_only)
+		return cli_usage(c, "--owner and --all do not go together");
+	if (registry_default_path(c->lock_dir, dir, &err) != 0 ||
+	    registry_open(&reg, dir, false, &err) != 0 ||
+	    registry_coord_lock(&reg, LOCK_SH, &err) != 0)
+		return cli_fail(c, &err);
+	rc = a.all ? inspect_all(c, &reg, &err) :
+		inspect_one(c, &reg, argv[first], a.owner_only, &err);
+	registry_close(&reg);
+	if (rc < 0) {
+		status = cli_fail(c, &err);
+		wsl_error_clear(&err);
+		return status;
+	}
+	return rc;
+}
+
+const struct cli_command cmd_inspect = {
+	"inspect", inspect_main, "[options] WORKSPACE | --all",
+	"Show the lock on WORKSPACE: state, owner, liveness and overlapping locks.",
+	inspect_options,
+	"State is free, held, retained or corrupt; liveness is live, dead or unknown,\n"
+	"with a one-line reason. inspect never creates or changes anything.\n",
+};

@@ -1,0 +1,26 @@
+/* crypto.h - the only interface to libsodium: random tokens and path keys. */
+#ifndef WSLOCK_CRYPTO_H
+#define WSLOCK_CRYPTO_H
+
+#include <stddef.h>
+
+#define WSL_TOKEN_HEX 32	/* 16 random bytes as lowercase hex */
+#define WSL_KEY_HEX 64		/* BLAKE2b-256 as lowercase hex */
+
+/* Initialises libsodium once (sodium_init(3)); returns 0, or -1 when the
+ * library cannot be used (no entropy source). Safe to call repeatedly. */
+int crypto_setup(void);
+
+/* Fills out (WSL_TOKEN_HEX + 1 bytes) with 16 bytes from randombytes_buf()
+ * as lowercase hex and a NUL. crypto_setup() must have succeeded. */
+void crypto_token(char out[WSL_TOKEN_HEX + 1]);
+
+/* Fills out (n*2 + 1 bytes) with n random bytes as hex; n <= 32. */
+void crypto_random_hex(char *out, size_t n);
+
+/* The registry key of a canonical workspace path: lowercase hex of the
+ * unkeyed 32-byte BLAKE2b (crypto_generichash) of the path's bytes, without
+ * the NUL; equal to `printf %s PATH | b2sum -l 256`. */
+void crypto_path_key(const char *path, char out[WSL_KEY_HEX + 1]);
+
+#endif

@@ -1,0 +1,267 @@
+/* fsx.c - safe file-system primitives (see fsx.h). */
+#include "fsx.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+int fsx_open(const char *path, int flags, mode_t mode)
+{
+	int fd;
+
+	do
+		fd = open(path, flags | O_CLOEXEC, mode);
+	while (fd < 0 && errno == EINTR);
+	return fd;
+}
+
+int fsx_openat(int dirfd, const char *name, int flags, mode_t mode)
+{
+	int fd;
+
+	do
+		fd = openat(dirfd, name, flags | O_CLOEXEC | O_NOFOLLOW, mode);
+	while (fd < 0 && errno == EINTR);
+	return fd;
+}
+
+int fsx_close(int fd)
+{
+	int saved = errno, rc;
+
+	if (fd < 0)
+		return 0;
+	rc = close(fd);
+	if (rc == 0 || errno == EINTR)
+		errno = saved;
+	return rc == 0 || errno == EINTR ? 0 : -1;
+}
+
+ssize_t fsx_read_all(int fd, void *buf, size_t cap)
+{
+	size_t got = 0;
+
+	while (got < cap) {
+		ssize_t n = read(fd, (char *)buf + got, cap - got);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+int fsx_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int fsx_fsync(int fd)
+{
+	int rc;
+
+	do
+		rc = fsync(fd);
+	while (rc != 0 && errno == EINTR);
+	return rc;
+}
+
+int fsx_flock(int fd, int op)
+{
+	int rc;
+
+	do
+		rc = flock(fd, op);
+	while (rc != 0 && errno == EINTR);
+	return rc;
+}
+
+int fsx_check_private(const struct stat *st, mode_t type, const char *path,
+		      struct wsl_error *err)
+{
+	if ((st->st_mode & S_IFMT) == S_IFLNK)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "%s is a symbolic link; refusing to follow it",
+				     path);
+	if ((st->st_mode & S_IFMT) != type)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "%s is not a %s", path,
+				     type == S_IFDIR ? "directory" : "regular file");
+	if (st->st_uid != geteuid())
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "%s is owned by uid %lu, not by uid %lu",
+				     path, (unsigned long)st->st_uid,
+				     (unsigned long)geteuid());
+	if ((st->st_mode & 077) != 0)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "%s has mode %04o; group and others must have no access (chmod go= it)",
+				     path, (unsigned)(st->st_mode & 07777));
+	return 0;
+}
+
+int fsx_open_dir_checked(int dirfd, const char *name, const char *path,
+			 bool create, struct wsl_error *err)
+{
+	struct stat st;
+	int fd;
+
+	if (create && mkdirat(dirfd, name, 0700) != 0 && errno != EEXIST)
+		return wsl_error_errno(err, WSL_IO, errno, "cannot create %s", path);
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+		int e = errno;
+		wsl_error_errno(err, WSL_IO, e, "cannot stat %s", path);
+		errno = e;
+		return -1;
+	}
+	if (fsx_check_private(&st, S_IFDIR, path, err) != 0)
+		return -1;
+	fd = fsx_openat(dirfd, name, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0) {
+		int e = errno;
+		if (e == ELOOP || e == ENOTDIR)
+			wsl_error_set(err, WSL_UNSAFE_PATH,
+				      "%s changed into a non-directory while opening it", path);
+		else
+			wsl_error_errno(err, WSL_IO, e, "cannot open %s", path);
+		errno = e;
+		return -1;
+	}
+	/* Re-check the opened object: the name may have been swapped. */
+	if (fstat(fd, &st) != 0 ||
+	    fsx_check_private(&st, S_IFDIR, path, err) != 0) {
+		fsx_close(fd);
+		errno = EPERM;
+		return -1;
+	}
+	return fd;
+}
+
+int fsx_read_file_checked(int dirfd, const char *name, const char *path,
+			  size_t cap, char **out, size_t *len,
+			  struct wsl_error *err)
+{
+	struct stat st;
+	char *buf;
+	ssize_t n;
+	int fd, e;
+
+	*out = NULL;
+	*len = 0;
+	/* O_NONBLOCK: a FIFO planted here must not hang the open. */
+	fd = fsx_openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+	if (fd < 0) {
+		e = errno;
+		if (e == ELOOP)
+			wsl_error_set(err, WSL_UNSAFE_PATH,
+				      "%s is a symbolic link; refusing to follow it", path);
+		else
+			wsl_error_errno(err, WSL_IO, e, "cannot open %s", path);
+		errno = e;
+		return -1;
+	}
+	if (fstat(fd, &st) != 0) {
+		e = errno;
+		wsl_error_errno(err, WSL_IO, e, "cannot stat %s", path);
+		goto fail;
+	}
+	if (fsx_check_private(&st, S_IFREG, path, err) != 0) {
+		e = EPERM;
+		goto fail;
+	}
+	buf = malloc(cap + 2);
+	if (buf == NULL) {
+		e = errno;
+		wsl_error_errno(err, WSL_OS, e, "cannot read %s", path);
+		goto fail;
+	}
+	n = fsx_read_all(fd, buf, cap + 1);
+	if (n < 0) {
+		e = errno;
+		free(buf);
+		wsl_error_errno(err, WSL_IO, e, "cannot read %s", path);
+		goto fail;
+	}
+	fsx_close(fd);
+	if ((size_t)n > cap) {
+		free(buf);
+		errno = EFBIG;
+		return wsl_error_set(err, WSL_LOCK_CORRUPT,
+				     "%s is larger than %zu bytes", path, cap);
+	}
+	buf[n] = '\0';
+	*out = buf;
+	*len = (size_t)n;
+	return 0;
+fail:
+	fsx_close(fd);
+	errno = e;
+	return -1;
+}
+
+int fsx_write_new_file(int dirfd, const char *name, const void *data,
+		       size_t len)
+{
+	int fd, e;
+
+	fd = fsx_openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	if (fd < 0)
+		return -1;
+	if (fsx_write_all(fd, data, len) != 0 || fsx_fsync(fd) != 0) {
+		e = errno;
+		fsx_close(fd);
+		errno = e;
+		return -1;
+	}
+	return fsx_close(fd);
+}
+
+int fsx_fsync_dir(int dirfd)
+{
+	return fsx_fsync(dirfd);
+}
+
+int fsx_remove_dir_files(int dirfd, const char *name)
+{
+	struct dirent *de;
+	DIR *dir;
+	int fd, rc = 0;
+
+	fd = fsx_openat(dirfd, name, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	dir = fdopendir(fd);
+	if (dir == NULL) {
+		fsx_close(fd);
+		return -1;
+	}
+	while ((de = readdir(dir)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (unlinkat(fd, de->d_name, 0) != 0 && errno != ENOENT)
+			rc = -1;
+	}
+	closedir(dir);
+	if (unlinkat(dirfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
+		rc = -1;
+	return rc;
+}

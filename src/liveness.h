@@ -1,0 +1,36 @@
+/* liveness.h - is a lock's holder alive? (DESIGN.md section 4, fail closed) */
+#ifndef WSLOCK_LIVENESS_H
+#define WSLOCK_LIVENESS_H
+
+#include <stddef.h>
+
+#include "owner.h"
+
+enum liveness {
+	LIVENESS_LIVE,
+	LIVENESS_DEAD,
+	LIVENESS_UNKNOWN,
+};
+
+#define LIVENESS_REASON_MAX 512	/* bytes, including the NUL */
+
+/* "live", "dead" or "unknown". */
+const char *liveness_name(enum liveness l);
+
+/*
+ * Decides whether o's holder is alive, in this order:
+ *  1. the holder's kernel lock on the file "live" in the lock directory
+ *     lockdir_fd (-1: none) is held -> live. The probe takes a shared
+ *     flock(2) with LOCK_NB and drops it at once, so that concurrent probes
+ *     never see each other as holders;
+ *  2. o->host is not this host -> unknown (its pid means nothing here);
+ *  3. o->boot_id differs from this boot's -> dead (the host rebooted);
+ *  4. kill(pid, 0) fails with ESRCH -> dead;
+ *  5. the pid's start ticks differ from o->start_ticks -> dead (pid reuse);
+ *  6. they are equal -> live; anything unreadable -> live (fail closed).
+ * Writes a one-line reason into reason (reasonlen bytes).
+ */
+enum liveness liveness_probe(int lockdir_fd, const struct owner *o,
+			     char *reason, size_t reasonlen);
+
+#endif

@@ -1,0 +1,96 @@
+/* owner.h - the owner document (DESIGN.md section 3): build, parse,
+ * validate, format and compare. The only file that reads or writes owner
+ * JSON; jansson does all the JSON. */
+#ifndef WSLOCK_OWNER_H
+#define WSLOCK_OWNER_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <jansson.h>
+
+#include "crypto.h"
+#include "error.h"
+#include "platform.h"
+
+#define OWNER_DOC_MAX (64 * 1024)	/* bytes; larger documents are corrupt */
+#define OWNER_OPID_MAX 192		/* bytes */
+#define OWNER_PURPOSE_MAX 128		/* characters (Unicode code points) */
+#define OWNER_KIND "wslock-owner"
+#define OWNER_SCHEMA 1
+
+enum identity_policy {
+	IDENTITY_PID_START_BOOT,	/* "pid-start-boot" */
+	IDENTITY_PID_ONLY,		/* "pid-only-fail-closed" */
+};
+
+/* One parsed and validated owner document. Optional values (JSON null)
+ * have their has_* flag false. */
+struct owner {
+	char token[WSL_TOKEN_HEX + 1];
+	char operation_id[OWNER_OPID_MAX + 1];
+	char purpose[OWNER_PURPOSE_MAX * 4 + 1];
+	char workspace_root[PATH_MAX];
+	char host[WSL_HOST_MAX + 1];
+	char boot_id[WSL_BOOT_ID_LEN + 1];
+	bool has_boot_id;
+	pid_t pid;
+	unsigned long long start_ticks;	/* clock ticks after boot, proc(5) */
+	bool has_start_ticks;
+	enum identity_policy policy;
+	char acquired_at[WSL_TIME_LEN + 1];
+	char recovery_of[WSL_TOKEN_HEX + 1];
+	bool has_recovery_of;
+};
+
+/* True for an operation id matching ^[A-Za-z0-9][A-Za-z0-9._-]{0,191}$. */
+bool owner_operation_id_valid(const char *s);
+
+/* True for a purpose of 1..128 characters of valid UTF-8 without control
+ * characters (C0, DEL, C1). */
+bool owner_purpose_valid(const char *s);
+
+/* True for a canonical absolute path: starts with '/', is not "/" itself,
+ * shorter than PATH_MAX, no empty, "." or ".." component, no trailing '/',
+ * no control characters. Symlinks are not looked at. */
+bool owner_path_canonical(const char *s);
+
+/* Writes a fresh operation id, "YYYYMMDDTHHMMSSZ-<8 hex>", into out. */
+void owner_new_operation_id(char out[OWNER_OPID_MAX + 1]);
+
+/*
+ * Fills o for a new holder: a new random token, the current time, this
+ * host's name and boot id, and pid with its start ticks. When the boot id or
+ * the start ticks cannot be read the policy is IDENTITY_PID_ONLY (liveness
+ * then fails closed). recovery_of may be NULL. Fails with WSL_USAGE for an
+ * invalid purpose or operation id, WSL_OS when the host name is unusable,
+ * WSL_NO_WORKSPACE... never; returns 0 or -1.
+ */
+int owner_build(struct owner *o, const char *workspace_root, pid_t pid,
+		const char *purpose, const char *operation_id,
+		const char *recovery_of, struct wsl_error *err);
+
+/*
+ * Parses and validates len bytes as an owner document: one JSON object with
+ * exactly the 13 keys of schema_version 1, every value of its type and
+ * range, nothing but white space after it, at most OWNER_DOC_MAX bytes, no
+ * duplicate keys, valid UTF-8 without NUL. Returns 0, or -1 with a one-line
+ * reason in why (whylen bytes).
+ */
+int owner_parse(const char *buf, size_t len, struct owner *o, char *why,
+		size_t whylen);
+
+/* The document as a new jansson object (keys in DESIGN.md order), or NULL
+ * on allocation failure or a path that is not valid UTF-8. */
+json_t *owner_to_json(const struct owner *o);
+
+/* The document as a new NUL-terminated string (free(3) it): compact on one
+ * line, or indented by two when pretty. NULL on failure. */
+char *owner_format(const struct owner *o, bool pretty);
+
+/* True when a and b are the same document: same key set and values,
+ * whatever the key order and white space (compare-and-swap input). */
+bool owner_equal(const struct owner *a, const struct owner *b);
+
+#endif

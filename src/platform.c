@@ -1,0 +1,253 @@
+/* platform.c - /proc parsing, host identity and clocks. */
+#include "platform.h"
+#include "fsx.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+bool platform_boot_id_valid(const char *s)
+{
+	size_t i;
+
+	if (strlen(s) != WSL_BOOT_ID_LEN)
+		return false;
+	for (i = 0; i < WSL_BOOT_ID_LEN; i++) {
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (s[i] != '-')
+				return false;
+		} else if (!((s[i] >= '0' && s[i] <= '9') ||
+			     (s[i] >= 'a' && s[i] <= 'f'))) {
+			return false;
+		}
+	}
+	return true;
+}
+
+int platform_boot_id(char out[WSL_BOOT_ID_LEN + 1])
+{
+	char buf[64];
+	ssize_t n;
+	int fd;
+
+	fd = fsx_open("/proc/sys/kernel/random/boot_id", O_RDONLY, 0);
+	if (fd < 0)
+		return -1;
+	n = fsx_read_all(fd, buf, sizeof(buf) - 1);
+	fsx_close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	if (n > 0 && buf[n - 1] == '\n')
+		buf[n - 1] = '\0';
+	if (!platform_boot_id_valid(buf)) {
+		errno = EINVAL;
+		return -1;
+	}
+	memcpy(out, buf, WSL_BOOT_ID_LEN + 1);
+	return 0;
+}
+
+bool platform_host_valid(const char *s)
+{
+	size_t len = strlen(s), i;
+
+	if (len == 0 || len > WSL_HOST_MAX)
+		return false;
+	for (i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c <= ' ' || c >= 0x7f)
+			return false;
+	}
+	return true;
+}
+
+int platform_hostname(char out[WSL_HOST_MAX + 1])
+{
+	const char *env = getenv("WSLOCK_HOST");
+	char buf[WSL_HOST_MAX + 2];
+
+	if (env != NULL) {
+		if (!platform_host_valid(env)) {
+			errno = EINVAL;
+			return -1;
+		}
+		snprintf(out, WSL_HOST_MAX + 1, "%s", env);
+		return 0;
+	}
+	memset(buf, 0, sizeof(buf));
+	if (gethostname(buf, sizeof(buf) - 1) != 0)
+		return -1;
+	if (!platform_host_valid(buf)) {
+		errno = EINVAL;
+		return -1;
+	}
+	snprintf(out, WSL_HOST_MAX + 1, "%s", buf);
+	return 0;
+}
+
+int platform_parse_stat_start(const char *buf, size_t len,
+			      unsigned long long *ticks)
+{
+	const char *p = NULL, *end = buf + len;
+	int field = 2;	/* the last ')' ends field 2 */
+	size_t i;
+
+	for (i = len; i > 0; i--) {
+		if (buf[i - 1] == ')') {
+			p = buf + i;
+			break;
+		}
+	}
+	if (p == NULL)
+		goto bad;
+	while (p < end) {
+		const char *start;
+		char num[32];
+		size_t n;
+		char *stop;
+
+		if (*p != ' ')
+			goto bad;
+		p++;
+		start = p;
+		while (p < end && *p != ' ' && *p != '\n')
+			p++;
+		field++;
+		if (field < 22)
+			continue;
+		n = (size_t)(p - start);
+		if (n == 0 || n >= sizeof(num))
+			goto bad;
+		memcpy(num, start, n);
+		num[n] = '\0';
+		for (i = 0; i < n; i++)
+			if (!isdigit((unsigned char)num[i]))
+				goto bad;
+		errno = 0;
+		*ticks = strtoull(num, &stop, 10);
+		if (errno != 0 || *stop != '\0')
+			goto bad;
+		return 0;
+	}
+bad:
+	errno = EINVAL;
+	return -1;
+}
+
+int platform_pid_start_ticks(pid_t pid, unsigned long long *ticks)
+{
+	char path[64], buf[4096];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	fd = fsx_open(path, O_RDONLY, 0);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			errno = ESRCH;
+		return -1;
+	}
+	n = fsx_read_all(fd, buf, sizeof(buf));
+	fsx_close(fd);
+	if (n < 0) {
+		/* Reading the stat of a process that just exited fails so. */
+		if (errno == ENOENT)
+			errno = ESRCH;
+		return -1;
+	}
+	return platform_parse_stat_start(buf, (size_t)n, ticks);
+}
+
+int platform_pid_exists(pid_t pid)
+{
+	if (kill(pid, 0) == 0)
+		return 1;
+	if (errno == EPERM)
+		return 1;
+	if (errno == ESRCH)
+		return 0;
+	return -1;
+}
+
+void platform_now_iso(char out[WSL_TIME_LEN + 1])
+{
+	struct timespec ts;
+	struct tm tm;
+	char date[32];
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out, WSL_TIME_LEN + 1, "%.19s.%03dZ", date,
+		 (int)(ts.tv_nsec / 1000000) % 1000);
+}
+
+static bool digits(const char *s, int n, int lo, int hi)
+{
+	int v = 0, i;
+
+	for (i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		v = v * 10 + (s[i] - '0');
+	}
+	return v >= lo && v <= hi;
+}
+
+bool platform_time_valid(const char *s)
+{
+	if (strlen(s) != WSL_TIME_LEN)
+		return false;
+	return digits(s, 4, 1970, 9999) && s[4] == '-' &&
+	       digits(s + 5, 2, 1, 12) && s[7] == '-' &&
+	       digits(s + 8, 2, 1, 31) && s[10] == 'T' &&
+	       digits(s + 11, 2, 0, 23) && s[13] == ':' &&
+	       digits(s + 14, 2, 0, 59) && s[16] == ':' &&
+	       digits(s + 17, 2, 0, 60) && s[19] == '.' &&
+	       digits(s + 20, 3, 0, 999) && s[23] == 'Z';
+}
+
+const char *platform_network_fs(int fd)
+{
+	static const struct {
+		unsigned long magic;
+		const char *name;
+	} netfs[] = {
+		{ 0x6969, "nfs" },
+		{ 0x517b, "smb" },
+		{ 0xff534d42, "cifs" },
+		{ 0xfe534d42, "smb2" },
+		{ 0x5346414f, "afs" },
+		{ 0x00c36400, "ceph" },
+		{ 0x01021997, "9p" },
+		{ 0x0bd00bd0, "lustre" },
+		{ 0x01161970, "gfs2" },
+		{ 0x7461636f, "ocfs2" },
+		{ 0x73757245, "coda" },
+		{ 0x564c, "ncp" },
+	};
+	struct statfs st;
+	size_t i;
+
+#ifdef WSLOCK_TEST_HOOKS
+	/* Test builds only: pretend the registry's filesystem has this name. */
+	const char *forced = getenv("WSLOCK_TEST_FSTYPE");
+	if (forced != NULL && forced[0] != '\0')
+		return strcmp(forced, "local") == 0 ? NULL : forced;
+#endif
+	if (fstatfs(fd, &st) != 0)
+		return NULL;
+	for (i = 0; i < sizeof(netfs) / sizeof(netfs[0]); i++)
+		if ((unsigned long)st.f_type == netfs[i].magic)
+			return netfs[i].name;
+	return NULL;
+}

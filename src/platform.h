@@ -1,0 +1,62 @@
+/* platform.h - facts about this host and its processes, read from /proc. */
+#ifndef WSLOCK_PLATFORM_H
+#define WSLOCK_PLATFORM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define WSL_BOOT_ID_LEN 36	/* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+#define WSL_HOST_MAX 255	/* bytes, without the NUL */
+#define WSL_TIME_LEN 24		/* "2026-11-30T11:28:58.123Z" */
+#define WSL_PID_MAX 4194304	/* PID_MAX_LIMIT on 64-bit Linux, proc(5) */
+
+/* True when s is a boot id as the kernel prints it: 36 characters, lowercase
+ * hex in groups 8-4-4-4-12 separated by '-' (random(4), boot_id). */
+bool platform_boot_id_valid(const char *s);
+
+/* Reads /proc/sys/kernel/random/boot_id into out (37 bytes). Returns 0, or
+ * -1 with errno set when it is missing or malformed (EINVAL). */
+int platform_boot_id(char out[WSL_BOOT_ID_LEN + 1]);
+
+/* The host name recorded in owner documents: $WSLOCK_HOST when set and
+ * valid, else gethostname(2). Returns 0, or -1 with errno (EINVAL for a
+ * WSLOCK_HOST that is empty, too long or has spaces or control characters). */
+int platform_hostname(char out[WSL_HOST_MAX + 1]);
+
+/* True when s is acceptable as a host name: 1..255 printable ASCII bytes,
+ * no space. */
+bool platform_host_valid(const char *s);
+
+/*
+ * Parses the contents of /proc/PID/stat (len bytes, need not be
+ * NUL-terminated) and stores field 22, starttime, in *ticks: the process
+ * start time in clock ticks (sysconf(_SC_CLK_TCK)) after boot, proc(5).
+ * Field 2, comm, may hold spaces and parentheses, so the fields are counted
+ * from the last ')'. Returns 0, or -1 (errno EINVAL) for malformed input.
+ */
+int platform_parse_stat_start(const char *buf, size_t len,
+			      unsigned long long *ticks);
+
+/* Start time of pid in clock ticks after boot, from /proc/PID/stat.
+ * Returns 0; or -1 with errno ESRCH when the process does not exist, EINVAL
+ * when the file is malformed, or another errno when it cannot be read. */
+int platform_pid_start_ticks(pid_t pid, unsigned long long *ticks);
+
+/* kill(pid, 0): 1 when the process exists (EPERM counts: it exists, it is
+ * someone else's), 0 when it does not (ESRCH), -1 with errno otherwise. */
+int platform_pid_exists(pid_t pid);
+
+/* The current UTC time as "YYYY-MM-DDTHH:MM:SS.mmmZ" (RFC 3339, ms). */
+void platform_now_iso(char out[WSL_TIME_LEN + 1]);
+
+/* True when s has exactly the shape platform_now_iso() produces and its
+ * fields are in range (month 1..12, day 1..31, hour 0..23, ...). */
+bool platform_time_valid(const char *s);
+
+/* When the filesystem behind fd is a network filesystem (by statfs(2)
+ * f_type: NFS, SMB/CIFS, AFS, Ceph, 9P, Lustre, GFS2, OCFS2...), returns
+ * its name; NULL for a local one or when statfs fails. */
+const char *platform_network_fs(int fd);
+
+#endif

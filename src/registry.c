@@ -1,0 +1,1036 @@
+/* registry.c - the on-disk lock protocol (DESIGN.md section 5).
+ *
+ * Layout, below the registry directory (0700, owned by the caller):
+ *
+ *   .coordination   flock(2)ed LOCK_EX around every mutation, LOCK_SH by
+ *                   readers. A kernel lock: it dies with its holder, so a
+ *                   crash never leaves the registry locked.
+ *   locks/KEY/      one per held workspace, KEY = BLAKE2b-256 hex of the
+ *                   canonical path: owner.json (0600), live (flock()ed by a
+ *                   running `run` and inherited by its command), and
+ *                   retained.json when kept for recovery.
+ *   nest/A/KEY      an empty marker for each proper ancestor A of a held
+ *                   workspace KEY; a new lock on A finds its descendants by
+ *                   reading nest/A, never by scanning locks/.
+ *   tmp/            staging (acq.PID.RAND) and release (rel.PID.RAND)
+ *                   directories.
+ *
+ * Invariants: a lock exists iff locks/KEY exists, and it never exists
+ * half-written, because it appears by one rename(2) of a complete, fsynced
+ * staging directory. Every lock has its nest markers before it appears
+ * (markers are written and fsynced first), so no interleaving lets an
+ * ancestor and a descendant be held at once. A marker without its lock is
+ * an orphan and is ignored.
+ *
+ * A crash (or SIGKILL) leaves, by step:
+ *  - acquire, before the rename: a staging directory in tmp/ and possibly
+ *    orphan markers; the workspace is free. (reclaim removes the garbage.)
+ *  - acquire, after the rename: a complete lock of a process that is now
+ *    dead: acquire reports WSLOCK_RECOVERY_REQUIRED until it is recovered.
+ *  - release, after the rename out of locks/: the workspace is free; a
+ *    release directory in tmp/ and orphan markers remain.
+ * The coordination lock is dropped by the kernel in every case.
+ */
+#include "registry.h"
+#include "fsx.h"
+#include "platform.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define STAGE_NAME_MAX 64
+
+const char *lock_state_name(enum lock_state s)
+{
+	switch (s) {
+	case LOCK_FREE:
+		return "free";
+	case LOCK_HELD:
+		return "held";
+	case LOCK_RETAINED:
+		return "retained";
+	case LOCK_CORRUPT:
+	default:
+		return "corrupt";
+	}
+}
+
+void lock_entry_free(struct lock_entry *e)
+{
+	free(e->raw);
+	free(e->retained);
+	memset(e, 0, sizeof(*e));
+	e->state = LOCK_FREE;
+}
+
+/* Joins a and b with '/' into out; fails with WSL_UNSAFE_PATH when the
+ * result would not fit in PATH_MAX. */
+static int path_join(char out[PATH_MAX], const char *a, const char *b,
+		     struct wsl_error *err)
+{
+	size_t la = strlen(a), lb = strlen(b);
+
+	if (la + 1 + lb >= PATH_MAX)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "path %s/%s is longer than PATH_MAX", a, b);
+	/* out may be a itself. */
+	memmove(out, a, la);
+	out[la] = '/';
+	memmove(out + la + 1, b, lb + 1);
+	return 0;
+}
+
+int registry_default_path(const char *dir, char out[PATH_MAX],
+			  struct wsl_error *err)
+{
+	char base[PATH_MAX], cwd[PATH_MAX];
+	const char *env;
+	int n;
+
+	if (dir == NULL || dir[0] == '\0') {
+		env = getenv("WSLOCK_DIR");
+		if (env != NULL && env[0] != '\0') {
+			dir = env;
+		} else {
+			env = getenv("XDG_STATE_HOME");
+			if (env != NULL && env[0] == '/') {
+				n = snprintf(base, sizeof(base), "%s/wslock", env);
+			} else {
+				env = getenv("HOME");
+				if (env == NULL || env[0] != '/')
+					return wsl_error_set(err, WSL_USAGE,
+							     "no registry directory: set -d, WSLOCK_DIR or HOME");
+				n = snprintf(base, sizeof(base), "%s/.local/state/wslock", env);
+			}
+			if (n < 0 || n >= (int)sizeof(base))
+				return wsl_error_set(err, WSL_UNSAFE_PATH,
+						     "registry path is longer than PATH_MAX");
+			dir = base;
+		}
+	}
+	if (dir[0] == '/') {
+		n = snprintf(out, PATH_MAX, "%s", dir);
+	} else {
+		if (getcwd(cwd, sizeof(cwd)) == NULL)
+			return wsl_error_errno(err, WSL_OS, errno,
+					       "cannot get the working directory");
+		n = snprintf(out, PATH_MAX, "%s/%s", cwd, dir);
+	}
+	if (n < 0 || n >= PATH_MAX)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "registry path is longer than PATH_MAX");
+	/* Trailing slashes would make lstat follow a symlink. */
+	while (n > 1 && out[n - 1] == '/')
+		out[--n] = '\0';
+	return 0;
+}
+
+/* mkdir -p for the parents of path, each new directory 0700. */
+static int make_parents(const char *path, struct wsl_error *err)
+{
+	char buf[PATH_MAX];
+	char *p;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (p = buf + 1; *p != '\0'; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+			return wsl_error_errno(err, WSL_IO, errno,
+					       "cannot create %s", buf);
+		*p = '/';
+	}
+	return 0;
+}
+
+static void registry_init(struct registry *reg)
+{
+	memset(reg, 0, sizeof(*reg));
+	reg->dir_fd = reg->locks_fd = reg->nest_fd = reg->tmp_fd = -1;
+	reg->coord_fd = -1;
+}
+
+/* Opens (or with create makes) the subdirectory name; *fd stays -1 when it
+ * is missing and create is false. */
+static int open_subdir(struct registry *reg, const char *name, bool create,
+		       int *fd, struct wsl_error *err)
+{
+	char path[PATH_MAX];
+
+	if (path_join(path, reg->path, name, err) != 0)
+		return -1;
+	*fd = fsx_open_dir_checked(reg->dir_fd, name, path, create, err);
+	if (*fd < 0) {
+		if (!create && errno == ENOENT) {
+			wsl_error_clear(err);
+			return 0;
+		}
+		return -1;
+	}
+	return 0;
+}
+
+int registry_open(struct registry *reg, const char *path, bool create,
+		  struct wsl_error *err)
+{
+	const char *netfs, *allow;
+	struct stat st;
+	int fd;
+
+	registry_init(reg);
+	snprintf(reg->path, sizeof(reg->path), "%s", path);
+	if (lstat(path, &st) != 0) {
+		if (errno != ENOENT)
+			return wsl_error_errno(err, WSL_IO, errno,
+					       "cannot stat registry %s", path);
+		if (!create) {
+			/* Nothing was ever locked here; say so without
+			 * creating anything. */
+			snprintf(reg->real, sizeof(reg->real), "%s", path);
+			return 0;
+		}
+		if (make_parents(path, err) != 0)
+			return -1;
+		if (mkdir(path, 0700) != 0 && errno != EEXIST)
+			return wsl_error_errno(err, WSL_IO, errno,
+					       "cannot create registry %s", path);
+		if (lstat(path, &st) != 0)
+			return wsl_error_errno(err, WSL_IO, errno,
+					       "cannot stat registry %s", path);
+	}
+	if (fsx_check_private(&st, S_IFDIR, path, err) != 0)
+		return -1;
+	reg->dir_fd = fsx_open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+	if (reg->dir_fd < 0)
+		return wsl_error_errno(err, WSL_UNSAFE_PATH, errno,
+				       "cannot open registry %s", path);
+	if (fstat(reg->dir_fd, &st) != 0 ||
+	    fsx_check_private(&st, S_IFDIR, path, err) != 0)
+		goto fail;
+	reg->exists = true;
+	if (realpath(path, reg->real) == NULL) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot resolve registry %s", path);
+		goto fail;
+	}
+	netfs = platform_network_fs(reg->dir_fd);
+	allow = getenv("WSLOCK_ALLOW_NETWORK_FS");
+	if (netfs != NULL && (allow == NULL || strcmp(allow, "1") != 0)) {
+		wsl_error_set(err, WSL_NETWORK_FS,
+			      "registry %s is on a network filesystem (%s), where its kernel lock does not hold across machines; use --backend etcd, or set WSLOCK_ALLOW_NETWORK_FS=1 if only this machine uses it",
+			      path, netfs);
+		goto fail;
+	}
+	if (open_subdir(reg, "locks", create, &reg->locks_fd, err) != 0 ||
+	    open_subdir(reg, "nest", create, &reg->nest_fd, err) != 0 ||
+	    open_subdir(reg, "tmp", create, &reg->tmp_fd, err) != 0)
+		goto fail;
+	fd = fsx_openat(reg->dir_fd, ".coordination",
+			create ? O_RDWR | O_CREAT | O_NONBLOCK : O_RDONLY | O_NONBLOCK,
+			0600);
+	if (fd < 0 && !(errno == ENOENT && !create)) {
+		if (errno == ELOOP)
+			wsl_error_set(err, WSL_UNSAFE_PATH,
+				      "%s/.coordination is a symbolic link; refusing to follow it",
+				      path);
+		else
+			wsl_error_errno(err, WSL_IO, errno,
+					"cannot open %s/.coordination", path);
+		goto fail;
+	}
+	reg->coord_fd = fd;
+	if (fd >= 0) {
+		char cpath[PATH_MAX];
+		if (path_join(cpath, path, ".coordination", err) != 0 ||
+		    fstat(fd, &st) != 0 ||
+		    fsx_check_private(&st, S_IFREG, cpath, err) != 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	if (err->code == WSL_OK)
+		wsl_error_errno(err, WSL_IO, errno, "cannot open registry %s", path);
+	registry_close(reg);
+	return -1;
+}
+
+void registry_close(struct registry *reg)
+{
+	fsx_close(reg->coord_fd);
+	fsx_close(reg->tmp_fd);
+	fsx_close(reg->nest_fd);
+	fsx_close(reg->locks_fd);
+	fsx_close(reg->dir_fd);
+	reg->dir_fd = reg->locks_fd = reg->nest_fd = reg->tmp_fd = -1;
+	reg->coord_fd = -1;
+	reg->coord_held = 0;
+}
+
+/* Folds an absolute path lexically: "//" and "." dropped, ".." pops. */
+static int fold_path(const char *in, char out[PATH_MAX])
+{
+	size_t len = 0;
+	const char *p = in;
+
+	out[0] = '\0';
+	while (*p != '\0') {
+		const char *start;
+		size_t n;
+
+		while (*p == '/')
+			p++;
+		start = p;
+		while (*p != '\0' && *p != '/')
+			p++;
+		n = (size_t)(p - start);
+		if (n == 0 || (n == 1 && start[0] == '.'))
+			continue;
+		if (n == 2 && start[0] == '.' && start[1] == '.') {
+			while (len > 0 && out[len - 1] != '/')
+				len--;
+			if (len > 0)
+				len--;
+			out[len] = '\0';
+			continue;
+		}
+		if (len + 1 + n >= PATH_MAX)
+			return -1;
+		out[len++] = '/';
+		memcpy(out + len, start, n);
+		len += n;
+		out[len] = '\0';
+	}
+	if (len == 0) {
+		out[0] = '/';
+		out[1] = '\0';
+	}
+	return 0;
+}
+
+/* True when inner is outer or lies below it. */
+static bool path_within(const char *inner, const char *outer)
+{
+	size_t n = strlen(outer);
+
+	if (strcmp(outer, "/") == 0)
+		return true;
+	return strncmp(inner, outer, n) == 0 &&
+	       (inner[n] == '\0' || inner[n] == '/');
+}
+
+int registry_workspace(const struct registry *reg, const char *arg,
+		       bool allow_missing, char out[PATH_MAX],
+		       struct wsl_error *err)
+{
+	char abs[PATH_MAX], cwd[PATH_MAX];
+	struct stat st;
+	json_t *probe;
+
+	if (arg[0] == '\0')
+		return wsl_error_set(err, WSL_USAGE, "empty workspace path");
+	if (realpath(arg, out) == NULL) {
+		int e = errno;
+		if (!allow_missing || (e != ENOENT && e != ENOTDIR))
+			return wsl_error_errno(err, WSL_NO_WORKSPACE, e,
+					       "workspace %s", arg);
+		if (arg[0] == '/') {
+			snprintf(abs, sizeof(abs), "%s", arg);
+		} else {
+			if (getcwd(cwd, sizeof(cwd)) == NULL ||
+			    snprintf(abs, sizeof(abs), "%s/%s", cwd, arg) >= (int)sizeof(abs))
+				return wsl_error_errno(err, WSL_NO_WORKSPACE, e,
+						       "workspace %s", arg);
+		}
+		if (fold_path(abs, out) != 0)
+			return wsl_error_set(err, WSL_UNSAFE_PATH,
+					     "workspace path %s is longer than PATH_MAX", arg);
+	} else {
+		if (stat(out, &st) != 0)
+			return wsl_error_errno(err, WSL_NO_WORKSPACE, errno,
+					       "workspace %s", arg);
+		if (!S_ISDIR(st.st_mode))
+			return wsl_error_set(err, WSL_NO_WORKSPACE,
+					     "workspace %s is not a directory", arg);
+	}
+	if (strcmp(out, "/") == 0)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "refusing / as a workspace: it would contain every other workspace and the registry");
+	if (!owner_path_canonical(out))
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "workspace path %s has control characters",
+				     arg);
+	probe = json_string(out);
+	if (probe == NULL)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "workspace path %s is not valid UTF-8", arg);
+	json_decref(probe);
+	if (path_within(reg->real, out) || path_within(reg->path, out))
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "registry %s lies inside workspace %s; choose a registry outside it (-d or WSLOCK_DIR)",
+				     reg->path, out);
+	if (path_within(out, reg->real))
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "workspace %s lies inside the registry %s",
+				     out, reg->path);
+	return 0;
+}
+
+int registry_coord_lock(struct registry *reg, int op, struct wsl_error *err)
+{
+	if (reg->coord_fd < 0) {
+		if (op == LOCK_EX)
+			return wsl_error_set(err, WSL_INTERNAL,
+					     "registry %s was opened read-only", reg->path);
+		return 0;
+	}
+	if (fsx_flock(reg->coord_fd, op) != 0)
+		return wsl_error_errno(err, WSL_IO, errno,
+				       "cannot lock %s/.coordination", reg->path);
+	reg->coord_held = op;
+	return 0;
+}
+
+void registry_coord_unlock(struct registry *reg)
+{
+	if (reg->coord_fd >= 0 && reg->coord_held != 0)
+		fsx_flock(reg->coord_fd, LOCK_UN);
+	reg->coord_held = 0;
+}
+
+static bool key_valid(const char *s)
+{
+	size_t i;
+
+	if (strlen(s) != WSL_KEY_HEX)
+		return false;
+	for (i = 0; i < WSL_KEY_HEX; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+static void set_corrupt(struct lock_entry *e, const char *why)
+{
+	e->state = LOCK_CORRUPT;
+	snprintf(e->problem, sizeof(e->problem), "%s", why);
+}
+
+int registry_get(struct registry *reg, const char *key, bool probe,
+		 struct lock_entry *e, struct wsl_error *err)
+{
+	char dirpath[PATH_MAX], path[PATH_MAX], why[256];
+	char check[WSL_KEY_HEX + 1];
+	struct wsl_error local = { 0 };
+	size_t len;
+	int fd;
+
+	memset(e, 0, sizeof(*e));
+	e->state = LOCK_FREE;
+	snprintf(e->key, sizeof(e->key), "%s", key);
+	if (reg->locks_fd < 0)
+		return 0;
+	if (path_join(dirpath, reg->path, "locks", err) != 0 ||
+	    path_join(dirpath, dirpath, key, err) != 0 ||
+	    path_join(e->lock_path, dirpath, "owner.json", err) != 0)
+		return -1;
+	fd = fsx_open_dir_checked(reg->locks_fd, key, dirpath, false, &local);
+	if (fd < 0) {
+		int e2 = errno;
+		if (e2 == ENOENT && local.code == WSL_IO) {
+			wsl_error_clear(&local);
+			e->lock_path[0] = '\0';
+			return 0;
+		}
+		if (local.code == WSL_UNSAFE_PATH) {
+			set_corrupt(e, local.message);
+			wsl_error_clear(&local);
+			return 0;
+		}
+		*err = local;
+		return -1;
+	}
+	if (!key_valid(key)) {
+		set_corrupt(e, "the lock directory's name is not a registry key");
+		goto done;
+	}
+	if (fsx_read_file_checked(fd, "owner.json", e->lock_path, OWNER_DOC_MAX,
+				  &e->raw, &e->raw_len, &local) != 0) {
+		if (local.code == WSL_IO && errno != ENOENT) {
+			*err = local;
+			fsx_close(fd);
+			return -1;
+		}
+		set_corrupt(e, errno == ENOENT ?
+			    "the lock directory has no owner.json" : local.message);
+		wsl_error_clear(&local);
+		goto done;
+	}
+	if (owner_parse(e->raw, e->raw_len, &e->owner, why, sizeof(why)) != 0) {
+		set_corrupt(e, why);
+		goto done;
+	}
+	crypto_path_key(e->owner.workspace_root, check);
+	if (strcmp(check, key) != 0) {
+		set_corrupt(e, "the owner document names a workspace whose key is not this lock's");
+		goto done;
+	}
+	e->has_owner = true;
+	snprintf(e->workspace_root, sizeof(e->workspace_root), "%s",
+		 e->owner.workspace_root);
+	e->state = LOCK_HELD;
+	path_join(path, dirpath, "retained.json", err);
+	if (fsx_read_file_checked(fd, "retained.json", path, OWNER_DOC_MAX,
+				  &e->retained, &len, &local) == 0) {
+		e->state = LOCK_RETAINED;
+	} else if (errno != ENOENT) {
+		set_corrupt(e, local.message);
+		e->has_owner = false;
+		wsl_error_clear(&local);
+		goto done;
+	}
+	wsl_error_clear(&local);
+	if (probe) {
+		e->liveness = liveness_probe(fd, &e->owner, e->reason, sizeof(e->reason));
+		e->probed = true;
+	}
+done:
+	fsx_close(fd);
+	return 0;
+}
+
+/* Calls fn(ancestor, arg) for each proper ancestor of path, nearest first,
+ * "/" excluded. */
+static int for_each_ancestor(const char *path,
+			     int (*fn)(const char *ancestor, void *arg), void *arg)
+{
+	char buf[PATH_MAX];
+	char *slash;
+	int rc;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (;;) {
+		slash = strrchr(buf, '/');
+		if (slash == NULL || slash == buf)
+			return 0;
+		*slash = '\0';
+		rc = fn(buf, arg);
+		if (rc != 0)
+			return rc;
+	}
+}
+
+struct overlap_ctx {
+	struct registry *reg;
+	bool probe;
+	struct overlap *items;
+	size_t n, cap;
+	struct wsl_error *err;
+};
+
+static struct lock_entry *overlap_push(struct overlap_ctx *c, bool ancestor)
+{
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 8;
+		struct overlap *p = realloc(c->items, cap * sizeof(*p));
+		if (p == NULL) {
+			wsl_error_errno(c->err, WSL_OS, errno, "out of memory");
+			return NULL;
+		}
+		c->items = p;
+		c->cap = cap;
+	}
+	memset(&c->items[c->n], 0, sizeof(c->items[c->n]));
+	c->items[c->n].ancestor = ancestor;
+	return &c->items[c->n++].entry;
+}
+
+static int overlap_ancestor(const char *ancestor, void *arg)
+{
+	struct overlap_ctx *c = arg;
+	char key[WSL_KEY_HEX + 1];
+	struct lock_entry e;
+
+	crypto_path_key(ancestor, key);
+	if (registry_get(c->reg, key, c->probe, &e, c->err) != 0)
+		return -1;
+	if (e.state == LOCK_FREE)
+		return 0;
+	if (e.state == LOCK_CORRUPT)
+		snprintf(e.workspace_root, sizeof(e.workspace_root), "%s", ancestor);
+	{
+		struct lock_entry *slot = overlap_push(c, true);
+		if (slot == NULL) {
+			lock_entry_free(&e);
+			return -1;
+		}
+		*slot = e;
+	}
+	return 0;
+}
+
+static int overlap_descendants(struct overlap_ctx *c, const char *workspace)
+{
+	char key[WSL_KEY_HEX + 1], path[PATH_MAX];
+	struct dirent *de;
+	DIR *dir;
+	int fd;
+
+	if (c->reg->nest_fd < 0)
+		return 0;
+	crypto_path_key(workspace, key);
+	if (path_join(path, c->reg->path, "nest", c->err) != 0 ||
+	    path_join(path, path, key, c->err) != 0)
+		return -1;
+	fd = fsx_open_dir_checked(c->reg->nest_fd, key, path, false, c->err);
+	if (fd < 0) {
+		if (errno == ENOENT && c->err->code == WSL_IO) {
+			wsl_error_clear(c->err);
+			return 0;
+		}
+		return -1;
+	}
+	dir = fdopendir(fd);
+	if (dir == NULL) {
+		fsx_close(fd);
+		return wsl_error_errno(c->err, WSL_IO, errno, "cannot read %s", path);
+	}
+	while ((de = readdir(dir)) != NULL) {
+		struct lock_entry e, *slot;
+
+		if (!key_valid(de->d_name))
+			continue;
+		if (registry_get(c->reg, de->d_name, c->probe, &e, c->err) != 0) {
+			closedir(dir);
+			return -1;
+		}
+		if (e.state == LOCK_FREE)
+			continue;	/* an orphan marker */
+		if (e.state != LOCK_CORRUPT && !path_within(e.workspace_root, workspace)) {
+			lock_entry_free(&e);
+			continue;	/* not really below: ignore */
+		}
+		slot = overlap_push(c, false);
+		if (slot == NULL) {
+			lock_entry_free(&e);
+			closedir(dir);
+			return -1;
+		}
+		*slot = e;
+	}
+	closedir(dir);
+	return 0;
+}
+
+int registry_overlaps(struct registry *reg, const char *workspace, bool probe,
+		      struct overlap **out, size_t *n, struct wsl_error *err)
+{
+	struct overlap_ctx c = { reg, probe, NULL, 0, 0, err };
+
+	*out = NULL;
+	*n = 0;
+	if (for_each_ancestor(workspace, overlap_ancestor, &c) != 0 ||
+	    overlap_descendants(&c, workspace) != 0) {
+		registry_overlaps_free(c.items, c.n);
+		return -1;
+	}
+	*out = c.items;
+	*n = c.n;
+	return 0;
+}
+
+void registry_overlaps_free(struct overlap *o, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		lock_entry_free(&o[i].entry);
+	free(o);
+}
+
+/* How much waiting cannot cure a conflict: higher is reported first. */
+static int conflict_rank(const struct lock_entry *e)
+{
+	switch (e->state) {
+	case LOCK_CORRUPT:
+		return 4;
+	case LOCK_RETAINED:
+		return 3;
+	case LOCK_HELD:
+		return e->liveness == LIVENESS_DEAD ? 2 : 1;
+	case LOCK_FREE:
+	default:
+		return 0;
+	}
+}
+
+/* Moves cand into best when it ranks higher (best empty: always). */
+static void conflict_keep(struct lock_entry *best, struct lock_entry *cand)
+{
+	if (best->state == LOCK_FREE || conflict_rank(cand) > conflict_rank(best)) {
+		lock_entry_free(best);
+		*best = *cand;
+	} else {
+		lock_entry_free(cand);
+	}
+	memset(cand, 0, sizeof(*cand));
+}
+
+struct marker_ctx {
+	struct registry *reg;
+	const char *key;	/* the held workspace's key */
+	bool remove;
+	struct wsl_error *err;
+};
+
+static int marker_apply(const char *ancestor, void *arg)
+{
+	struct marker_ctx *m = arg;
+	char akey[WSL_KEY_HEX + 1], path[PATH_MAX];
+	int fd, mfd;
+
+	crypto_path_key(ancestor, akey);
+	if (m->remove) {
+		fd = fsx_openat(m->reg->nest_fd, akey, O_RDONLY | O_DIRECTORY, 0);
+		if (fd < 0)
+			return 0;
+		unlinkat(fd, m->key, 0);
+		fsx_close(fd);
+		/* Fails with ENOTEMPTY while other markers remain. */
+		unlinkat(m->reg->nest_fd, akey, AT_REMOVEDIR);
+		return 0;
+	}
+	if (path_join(path, m->reg->path, "nest", m->err) != 0 ||
+	    path_join(path, path, akey, m->err) != 0)
+		return -1;
+	fd = fsx_open_dir_checked(m->reg->nest_fd, akey, path, true, m->err);
+	if (fd < 0)
+		return -1;
+	mfd = fsx_openat(fd, m->key, O_WRONLY | O_CREAT | O_NONBLOCK, 0600);
+	if (mfd < 0 || fsx_fsync_dir(fd) != 0) {
+		wsl_error_errno(m->err, WSL_IO, errno, "cannot write nest marker in %s", path);
+		fsx_close(mfd);
+		fsx_close(fd);
+		return -1;
+	}
+	fsx_close(mfd);
+	fsx_close(fd);
+	return 0;
+}
+
+static void stage_name(char out[STAGE_NAME_MAX], const char *prefix)
+{
+	char rnd[17];
+
+	crypto_random_hex(rnd, 8);
+	snprintf(out, STAGE_NAME_MAX, "%s.%ld.%s", prefix, (long)getpid(), rnd);
+}
+
+/* Writes and publishes o; the caller holds the coordination lock and has
+ * checked that nothing overlaps. */
+static int publish(struct registry *reg, const struct owner *o, int *live_fd,
+		   struct wsl_error *err)
+{
+	char key[WSL_KEY_HEX + 1], stage[STAGE_NAME_MAX], path[PATH_MAX];
+	struct marker_ctx m;
+	char *text = NULL;
+	int sfd = -1, lfd = -1;
+
+	crypto_path_key(o->workspace_root, key);
+	stage_name(stage, "acq");
+	if (path_join(path, reg->path, "tmp", err) != 0 ||
+	    path_join(path, path, stage, err) != 0)
+		return -1;
+	sfd = fsx_open_dir_checked(reg->tmp_fd, stage, path, true, err);
+	if (sfd < 0)
+		return -1;
+	text = owner_format(o, false);
+	if (text == NULL) {
+		wsl_error_set(err, WSL_INTERNAL, "cannot format the owner document");
+		goto fail;
+	}
+	{
+		size_t len = strlen(text);
+		text[len] = '\n';	/* owner_format left room: the NUL */
+		if (fsx_write_new_file(sfd, "owner.json", text, len + 1) != 0) {
+			wsl_error_errno(err, WSL_IO, errno, "cannot write %s/owner.json", path);
+			goto fail;
+		}
+	}
+	lfd = fsx_openat(sfd, "live", O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (lfd < 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot create %s/live", path);
+		goto fail;
+	}
+	if (live_fd != NULL && fsx_flock(lfd, LOCK_EX | LOCK_NB) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot lock %s/live", path);
+		goto fail;
+	}
+	if (fsx_fsync_dir(sfd) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s", path);
+		goto fail;
+	}
+	m = (struct marker_ctx){ reg, key, false, err };
+	if (for_each_ancestor(o->workspace_root, marker_apply, &m) != 0)
+		goto fail_markers;
+	if (fsx_fsync_dir(reg->nest_fd) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s/nest", reg->path);
+		goto fail_markers;
+	}
+	if (renameat2(reg->tmp_fd, stage, reg->locks_fd, key, RENAME_NOREPLACE) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot publish the lock of %s",
+				o->workspace_root);
+		goto fail_markers;
+	}
+	if (fsx_fsync_dir(reg->locks_fd) != 0) {
+		/* Published but perhaps not durable: keep the lock, say so. */
+		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s/locks", reg->path);
+		fsx_close(sfd);
+		free(text);
+		if (live_fd != NULL)
+			*live_fd = lfd;
+		else
+			fsx_close(lfd);
+		return 0;
+	}
+	fsx_close(sfd);
+	free(text);
+	if (live_fd != NULL)
+		*live_fd = lfd;
+	else
+		fsx_close(lfd);
+	return 0;
+fail_markers:
+	m.remove = true;
+	for_each_ancestor(o->workspace_root, marker_apply, &m);
+fail:
+	fsx_close(lfd);
+	fsx_close(sfd);
+	free(text);
+	fsx_remove_dir_files(reg->tmp_fd, stage);
+	return -1;
+}
+
+int registry_try_acquire(struct registry *reg, const struct owner *o,
+			 int *live_fd, struct lock_entry *conflict,
+			 struct wsl_error *err)
+{
+	char key[WSL_KEY_HEX + 1];
+	struct overlap *ov = NULL;
+	struct lock_entry self;
+	size_t n = 0, i;
+	int rc = -1;
+
+	memset(conflict, 0, sizeof(*conflict));
+	conflict->state = LOCK_FREE;
+	if (registry_coord_lock(reg, LOCK_EX, err) != 0)
+		return -1;
+	crypto_path_key(o->workspace_root, key);
+	if (registry_get(reg, key, true, &self, err) != 0)
+		goto out;
+	if (self.state == LOCK_CORRUPT)
+		snprintf(self.workspace_root, sizeof(self.workspace_root), "%s",
+			 o->workspace_root);
+	if (self.state != LOCK_FREE)
+		conflict_keep(conflict, &self);
+	if (registry_overlaps(reg, o->workspace_root, true, &ov, &n, err) != 0)
+		goto out;
+	for (i = 0; i < n; i++)
+		conflict_keep(conflict, &ov[i].entry);
+	if (conflict->state != LOCK_FREE) {
+		rc = ACQUIRE_CONFLICT;
+		goto out;
+	}
+	rc = publish(reg, o, live_fd, err) == 0 ? ACQUIRE_DONE : -1;
+out:
+	registry_overlaps_free(ov, n);
+	registry_coord_unlock(reg);
+	return rc;
+}
+
+int registry_release(struct registry *reg, const char *workspace,
+		     const char *token, struct owner *released,
+		     struct wsl_error *err)
+{
+	char key[WSL_KEY_HEX + 1], gone[STAGE_NAME_MAX];
+	struct marker_ctx m;
+	struct lock_entry e;
+	int rc = -1;
+
+	if (reg->locks_fd < 0)
+		return wsl_error_set(err, WSL_NOT_HELD, "%s is not locked", workspace);
+	if (registry_coord_lock(reg, LOCK_EX, err) != 0)
+		return -1;
+	crypto_path_key(workspace, key);
+	if (registry_get(reg, key, false, &e, err) != 0)
+		goto out;
+	switch (e.state) {
+	case LOCK_FREE:
+		wsl_error_set(err, WSL_NOT_HELD, "%s is not locked", workspace);
+		goto out;
+	case LOCK_CORRUPT:
+		wsl_error_detail(&err->path, e.lock_path);
+		wsl_error_set(err, WSL_LOCK_CORRUPT,
+			      "the lock of %s is corrupt (%s); nothing released",
+			      workspace, e.problem);
+		goto out;
+	default:
+		break;
+	}
+	if (strcmp(e.owner.token, token) != 0) {
+		wsl_error_detail(&err->holder, e.raw);
+		wsl_error_set(err, WSL_OWNERSHIP_LOST,
+			      "%s is now held by another owner (pid %ld on %s, token %s%s%s); nothing released",
+			      workspace, (long)e.owner.pid, e.owner.host, e.owner.token,
+			      e.owner.has_recovery_of ? ", recovered from " : "",
+			      e.owner.has_recovery_of ? e.owner.recovery_of : "");
+		goto out;
+	}
+	stage_name(gone, "rel");
+	if (renameat2(reg->locks_fd, key, reg->tmp_fd, gone, RENAME_NOREPLACE) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot release the lock of %s",
+				workspace);
+		goto out;
+	}
+	m = (struct marker_ctx){ reg, key, true, err };
+	for_each_ancestor(workspace, marker_apply, &m);
+	fsx_remove_dir_files(reg->tmp_fd, gone);
+	if (released != NULL)
+		*released = e.owner;
+	rc = 0;
+out:
+	lock_entry_free(&e);
+	registry_coord_unlock(reg);
+	return rc;
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int registry_list(struct registry *reg, bool probe,
+		  int (*fn)(const struct lock_entry *e, void *arg), void *arg,
+		  struct wsl_error *err)
+{
+	char **names = NULL;
+	size_t n = 0, cap = 0, i;
+	struct dirent *de;
+	DIR *dir;
+	int fd, rc = 0;
+
+	if (reg->locks_fd < 0)
+		return 0;
+	fd = fsx_openat(reg->locks_fd, ".", O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0 || (dir = fdopendir(fd)) == NULL) {
+		fsx_close(fd);
+		return wsl_error_errno(err, WSL_IO, errno, "cannot read %s/locks", reg->path);
+	}
+	while ((de = readdir(dir)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (n == cap) {
+			char **p;
+			cap = cap ? cap * 2 : 64;
+			p = realloc(names, cap * sizeof(*p));
+			if (p == NULL) {
+				rc = wsl_error_errno(err, WSL_OS, errno, "out of memory");
+				goto out;
+			}
+			names = p;
+		}
+		names[n] = strdup(de->d_name);
+		if (names[n] == NULL) {
+			rc = wsl_error_errno(err, WSL_OS, errno, "out of memory");
+			goto out;
+		}
+		n++;
+	}
+	qsort(names, n, sizeof(*names), key_cmp);
+	for (i = 0; i < n && rc == 0; i++) {
+		struct lock_entry e;
+
+		if (strlen(names[i]) >= sizeof(e.key)) {
+			memset(&e, 0, sizeof(e));
+			snprintf(e.key, sizeof(e.key), "%.64s", names[i]);
+			set_corrupt(&e, "unexpected entry in locks/");
+		} else if (registry_get(reg, names[i], probe, &e, err) != 0) {
+			rc = -1;
+			break;
+		}
+		if (e.state != LOCK_FREE)
+			rc = fn(&e, arg);
+		lock_entry_free(&e);
+	}
+out:
+	closedir(dir);
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return rc;
+}
+
+struct token_ctx {
+	struct registry *reg;
+	const char *token;
+	char *out;
+	struct wsl_error *err;
+};
+
+static int token_match(const char *ws, void *arg)
+{
+	struct token_ctx *t = arg;
+	char key[WSL_KEY_HEX + 1];
+	struct lock_entry e;
+	int found;
+
+	crypto_path_key(ws, key);
+	if (registry_get(t->reg, key, false, &e, t->err) != 0)
+		return -1;
+	found = e.has_owner && strcmp(e.owner.token, t->token) == 0;
+	if (found)
+		snprintf(t->out, PATH_MAX, "%s", e.owner.workspace_root);
+	lock_entry_free(&e);
+	return found;
+}
+
+int registry_find_token(struct registry *reg, const char *workspace,
+			const char *token, char out[PATH_MAX],
+			struct wsl_error *err)
+{
+	struct token_ctx t = { reg, token, out, err };
+	int rc;
+
+	rc = token_match(workspace, &t);
+	if (rc != 0)
+		return rc;
+	return for_each_ancestor(workspace, token_match, &t);
+}
+
+int registry_watch(struct registry *reg, struct wsl_error *err)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	if (path_join(path, reg->path, "locks", err) != 0)
+		return -1;
+	fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (fd < 0)
+		return wsl_error_errno(err, WSL_OS, errno, "inotify_init1");
+	/* A release renames locks/KEY away (IN_MOVED_FROM); a hand removal
+	 * deletes it (IN_DELETE). IN_ONLYDIR|IN_DONT_FOLLOW: never a symlink. */
+	if (inotify_add_watch(fd, path, IN_MOVED_FROM | IN_DELETE | IN_ONLYDIR |
+			      IN_DONT_FOLLOW) < 0) {
+		wsl_error_errno(err, WSL_OS, errno, "inotify_add_watch %s", path);
+		fsx_close(fd);
+		return -1;
+	}
+	return fd;
+}

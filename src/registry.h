@@ -1,0 +1,190 @@
+/* registry.h - the local lock registry (DESIGN.md section 5).
+ *
+ * The operations of the registry contract: open, get, try-acquire
+ * (publish), release, list, and the overlap queries. The core never prints
+ * and never exits: every function returns 0 (or a documented positive
+ * value) or -1 and fills a struct wsl_error.
+ */
+#ifndef WSLOCK_REGISTRY_H
+#define WSLOCK_REGISTRY_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "crypto.h"
+#include "error.h"
+#include "liveness.h"
+#include "owner.h"
+
+struct registry {
+	char path[PATH_MAX];	/* absolute, as given (for messages) */
+	char real[PATH_MAX];	/* canonical, for the disjointness check */
+	bool exists;		/* false: opened read-only and not there */
+	int dir_fd, locks_fd, nest_fd, tmp_fd, coord_fd;
+	int coord_held;		/* 0, LOCK_SH or LOCK_EX */
+};
+
+enum lock_state {
+	LOCK_FREE,
+	LOCK_HELD,
+	LOCK_RETAINED,
+	LOCK_CORRUPT,
+};
+
+/* One lock as read from locks/KEY, with its holder's liveness. */
+struct lock_entry {
+	char key[WSL_KEY_HEX + 1];
+	char workspace_root[PATH_MAX];	/* from the document; "" when corrupt */
+	char lock_path[PATH_MAX];	/* .../locks/KEY/owner.json */
+	enum lock_state state;
+	bool has_owner;
+	struct owner owner;
+	char *raw;			/* owner.json bytes (NUL added), or NULL */
+	size_t raw_len;
+	char *retained;			/* retained.json bytes, or NULL */
+	char problem[1024];		/* why corrupt */
+	bool probed;
+	enum liveness liveness;
+	char reason[LIVENESS_REASON_MAX];
+};
+
+/* "free", "held", "retained" or "corrupt". */
+const char *lock_state_name(enum lock_state s);
+
+/* Frees what e owns and marks it free. */
+void lock_entry_free(struct lock_entry *e);
+
+/*
+ * The registry directory: dir when not NULL, else $WSLOCK_DIR, else
+ * ${XDG_STATE_HOME:-$HOME/.local/state}/wslock, made absolute against the
+ * working directory. Fails with WSL_USAGE when none can be formed.
+ */
+int registry_default_path(const char *dir, char out[PATH_MAX],
+			  struct wsl_error *err);
+
+/*
+ * Opens the registry at path (absolute). With create, missing directories
+ * are made 0700 (the registry and, like mkdir -p, its parents) together with
+ * locks/, nest/, tmp/ and .coordination; without it (inspect) nothing is
+ * created and a missing registry opens as empty (reg->exists false).
+ * Refuses with WSL_UNSAFE_PATH a registry, or any entry in it, that is a
+ * symlink, not owned by the effective uid or open to group or others, and
+ * with WSL_NETWORK_FS one on a network filesystem unless
+ * WSLOCK_ALLOW_NETWORK_FS=1 (the kernel lock does not work across hosts).
+ */
+int registry_open(struct registry *reg, const char *path, bool create,
+		  struct wsl_error *err);
+
+/* Closes every descriptor (dropping the coordination lock). */
+void registry_close(struct registry *reg);
+
+/*
+ * Resolves a workspace argument to its canonical path (realpath(3): symlinks
+ * resolved, so a path through a symlink names its target's lock). Fails with
+ * WSL_NO_WORKSPACE when it does not exist or is not a directory, and with
+ * WSL_UNSAFE_PATH for "/", for a path with control characters or invalid
+ * UTF-8, and for a workspace that contains the registry or lies inside it.
+ * With allow_missing, a workspace that no longer exists resolves lexically
+ * (absolute, "." and ".." folded) so its lock can still be released.
+ */
+int registry_workspace(const struct registry *reg, const char *arg,
+		       bool allow_missing, char out[PATH_MAX],
+		       struct wsl_error *err);
+
+/* Takes (LOCK_EX) or shares (LOCK_SH) the kernel lock on .coordination,
+ * waiting for it; a read-only registry without that file takes nothing. */
+int registry_coord_lock(struct registry *reg, int op, struct wsl_error *err);
+
+/* Drops the coordination lock. */
+void registry_coord_unlock(struct registry *reg);
+
+/*
+ * Reads the lock of key (a WSL_KEY_HEX hex string) into e: LOCK_FREE when
+ * there is none; LOCK_CORRUPT with e->problem when the lock directory or
+ * owner.json is unsafe (symlink, FIFO, foreign, open mode), too large, not a
+ * valid document, or names a workspace of another key; LOCK_RETAINED when
+ * retained.json is present; else LOCK_HELD. With probe, held and retained
+ * owners get a liveness verdict and reason. -1 only for I/O failures.
+ */
+int registry_get(struct registry *reg, const char *key, bool probe,
+		 struct lock_entry *e, struct wsl_error *err);
+
+/* A lock that overlaps a workspace. */
+struct overlap {
+	struct lock_entry entry;
+	bool ancestor;		/* true: on an ancestor; false: a descendant */
+};
+
+/*
+ * Every lock on a proper ancestor of workspace (nearest first) or below it
+ * (through the nest markers of workspace: O(depth + locks below), never
+ * O(all locks)). *out is a new array of *n entries; free with
+ * registry_overlaps_free. Markers whose lock is gone are skipped.
+ */
+int registry_overlaps(struct registry *reg, const char *workspace, bool probe,
+		      struct overlap **out, size_t *n, struct wsl_error *err);
+
+void registry_overlaps_free(struct overlap *o, size_t n);
+
+/* Outcome of registry_try_acquire. */
+enum acquire_result {
+	ACQUIRE_DONE = 0,	/* published: the caller holds the lock */
+	ACQUIRE_CONFLICT = 1,	/* a lock on the workspace, an ancestor or a
+				 * descendant; conflict describes it */
+};
+
+/*
+ * Under the exclusive coordination lock: checks the workspace of o, its
+ * ancestors and its descendants, and when none is locked publishes o as the
+ * lock of o->workspace_root. Publishing writes tmp/acq.PID.RAND/owner.json
+ * (fsync) and an empty live file, the nest markers below every ancestor
+ * (fsync), then renames the staging directory to locks/KEY (renameat2
+ * RENAME_NOREPLACE) and fsyncs locks/. With live_fd not NULL the new live
+ * file is kept open and exclusively flock(2)ed, its descriptor (O_CLOEXEC) in
+ * *live_fd: whoever inherits it keeps the holder live.
+ * When several locks conflict, the one reported is the one waiting cannot
+ * cure (corrupt, then retained, then dead), else the first live one.
+ */
+int registry_try_acquire(struct registry *reg, const struct owner *o,
+			 int *live_fd, struct lock_entry *conflict,
+			 struct wsl_error *err);
+
+/*
+ * Releases the lock of workspace if its owner's token is token: the lock
+ * directory is renamed out of locks/ into tmp/ (atomic), then its nest
+ * markers and files are removed. No fsync: a release lost to a power cut
+ * leaves a lock of a dead owner, never a lost lock. Fails with WSL_NOT_HELD
+ * (no lock), WSL_LOCK_CORRUPT, or WSL_OWNERSHIP_LOST when another owner
+ * holds it now (err->holder names it; nothing is touched). The released
+ * owner is copied to *released when not NULL.
+ */
+int registry_release(struct registry *reg, const char *workspace,
+		     const char *token, struct owner *released,
+		     struct wsl_error *err);
+
+/*
+ * Calls fn for every lock in locks/ (sorted by key), probing liveness when
+ * probe. Stops and returns fn's value when it is not 0.
+ */
+int registry_list(struct registry *reg, bool probe,
+		  int (*fn)(const struct lock_entry *e, void *arg), void *arg,
+		  struct wsl_error *err);
+
+/*
+ * Finds, on workspace itself or an ancestor, a held lock whose owner token
+ * is token (a nested run inside its holder's command). Returns 1 and copies
+ * its workspace root to out when found, 0 when not, -1 on error.
+ */
+int registry_find_token(struct registry *reg, const char *workspace,
+			const char *token, char out[PATH_MAX],
+			struct wsl_error *err);
+
+/*
+ * An inotify(7) descriptor (O_CLOEXEC | O_NONBLOCK) that becomes readable
+ * when an entry leaves locks/ (a release or a reclaim), for waiting without
+ * polling. -1 with err when inotify is unavailable (callers then poll).
+ */
+int registry_watch(struct registry *reg, struct wsl_error *err);
+
+#endif

@@ -1,0 +1,57 @@
+/* test_platform.c - /proc/PID/stat parsing, boot ids, times. */
+#include "platform.h"
+#include "tap.h"
+
+#include <string.h>
+#include <unistd.h>
+
+static int start_of(const char *s, unsigned long long *t)
+{
+	return platform_parse_stat_start(s, strlen(s), t);
+}
+
+int main(void)
+{
+	unsigned long long t = 0, self = 0;
+	char boot[WSL_BOOT_ID_LEN + 1], now[WSL_TIME_LEN + 1];
+	const char *plain =
+		"123 (sh) S 1 123 123 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 10 18446744073709551615\n";
+	const char *tricky =
+		"77 (a) b) (c ) R 1 77 77 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 4242 1000 10 1\n";
+
+	CHECK(start_of(plain, &t) == 0 && t == 98765, "starttime is field 22");
+	CHECK(start_of(tricky, &t) == 0 && t == 4242,
+	      "comm with spaces and parentheses is skipped to the last ')'");
+	CHECK(start_of("123 (sh) S 1 2 3", &t) != 0, "truncated stat is refused");
+	CHECK(start_of("123 sh S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20", &t) != 0,
+	      "stat without ')' is refused");
+	CHECK(start_of("1 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 0 0 1 0 12a4 0\n", &t) != 0,
+	      "non-numeric starttime is refused");
+	CHECK(start_of("1 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 0 0 1 0 99999999999999999999999 0\n", &t) != 0,
+	      "overflowing starttime is refused");
+	CHECK(start_of("", &t) != 0, "empty stat is refused");
+	CHECK(platform_pid_start_ticks(getpid(), &self) == 0 && self > 0,
+	      "own start ticks are readable");
+	CHECK(platform_pid_start_ticks(4194304 + 1, &t) != 0, "an impossible pid has no start ticks");
+
+	CHECK(platform_boot_id(boot) == 0 && platform_boot_id_valid(boot),
+	      "this host's boot id reads and validates");
+	CHECK(platform_boot_id_valid("4a760414-a5f5-4c44-b75c-0e8b7c280e9a"), "boot id shape");
+	CHECK(!platform_boot_id_valid("4A760414-a5f5-4c44-b75c-0e8b7c280e9a"), "uppercase boot id refused");
+	CHECK(!platform_boot_id_valid("4a760414a5f54c44b75c0e8b7c280e9a"), "boot id without dashes refused");
+	CHECK(!platform_boot_id_valid(""), "empty boot id refused");
+
+	platform_now_iso(now);
+	CHECK(platform_time_valid(now), "now formats as a valid time");
+	CHECK(platform_time_valid("2026-11-30T11:28:58.123Z"), "time shape");
+	CHECK(!platform_time_valid("2026-13-30T11:28:58.123Z"), "month 13 refused");
+	CHECK(!platform_time_valid("2026-11-30T11:28:58Z"), "time without ms refused");
+	CHECK(!platform_time_valid("2026-11-30 11:28:58.123Z"), "time without T refused");
+	CHECK(!platform_time_valid("2026-11-30T11:28:58.123+00:00"), "offset instead of Z refused");
+
+	CHECK(platform_host_valid("build-01.example"), "host name");
+	CHECK(!platform_host_valid(""), "empty host refused");
+	CHECK(!platform_host_valid("a b"), "host with space refused");
+	CHECK(!platform_host_valid("a\nb"), "host with newline refused");
+	return tap_done();
+}

@@ -319,16 +319,20 @@ static long long now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Where the conflicting lock sits relative to the requested workspace. */
-static const char *relation(const char *wanted, const struct lock_entry *e)
+/* "W is locked by", or "W overlaps its ancestor A, locked by", into out. */
+static void conflict_subject(const char *wanted, const struct lock_entry *e,
+			     char *out, size_t len)
 {
 	size_t n = strlen(e->workspace_root);
 
 	if (strcmp(wanted, e->workspace_root) == 0)
-		return "";
-	if (strncmp(wanted, e->workspace_root, n) == 0 && wanted[n] == '/')
-		return "its ancestor ";
-	return "its descendant ";
+		snprintf(out, len, "%s is", wanted);
+	else if (strncmp(wanted, e->workspace_root, n) == 0 && wanted[n] == '/')
+		snprintf(out, len, "%s overlaps its ancestor %s, which is", wanted,
+			 e->workspace_root);
+	else
+		snprintf(out, len, "%s overlaps its descendant %s, which is", wanted,
+			 e->workspace_root);
 }
 
 /* Turns a conflict that waiting cannot cure into an error; 0 otherwise. */
@@ -336,33 +340,33 @@ static int conflict_final(const char *ws, const struct lock_entry *e,
 			  struct wsl_error *err)
 {
 	const char *mine = getenv("WSLOCK_TOKEN");
-	char who[1024];
+	char who[1024], subject[2 * PATH_MAX + 64];
 
 	cli_describe_holder(e, who, sizeof(who));
+	conflict_subject(ws, e, subject, sizeof(subject));
 	if (e->state == LOCK_CORRUPT) {
 		cli_error_holder(err, e);
 		return wsl_error_set(err, WSL_LOCK_CORRUPT,
-				     "%s: the lock of %s%s is corrupt: %s (%s); see 'wslock inspect'",
-				     ws, relation(ws, e), e->workspace_root, e->problem,
-				     e->lock_path);
+				     "%s locked by a corrupt lock: %s (%s); see 'wslock inspect'",
+				     subject, e->problem, e->lock_path);
 	}
 	if (e->state == LOCK_RETAINED) {
 		cli_error_holder(err, e);
 		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
-				     "%s: %s%s is retained for recovery after a failed run of %s; inspect it, then 'wslock recover'",
-				     ws, relation(ws, e), e->workspace_root, who);
+				     "%s retained for recovery after a failed run of %s; inspect it, then 'wslock recover'",
+				     subject, who);
 	}
 	if (e->liveness == LIVENESS_DEAD) {
 		cli_error_holder(err, e);
 		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
-				     "%s: %s%s is held by %s, which is dead (%s); check the workspace, then 'wslock recover'",
-				     ws, relation(ws, e), e->workspace_root, who, e->reason);
+				     "%s locked by %s, which is dead (%s); check the workspace, then 'wslock recover'",
+				     subject, who, e->reason);
 	}
 	if (mine != NULL && strcmp(mine, e->owner.token) == 0) {
 		cli_error_holder(err, e);
 		return wsl_error_set(err, WSL_BUSY,
-				     "%s: %s%s is held by this command's own enclosing wslock run; waiting would never end",
-				     ws, relation(ws, e), e->workspace_root);
+				     "%s locked by this command's own enclosing wslock run; waiting would never end",
+				     subject);
 	}
 	return 0;
 }
@@ -383,7 +387,7 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 	for (;;) {
 		struct lock_entry conflict;
 		struct pollfd pfd[2];
-		char who[1024], buf[4096];
+		char who[1024], buf[4096], subject[2 * PATH_MAX + 64];
 		long long wait_ms;
 		int nfds = 0;
 
@@ -401,12 +405,12 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 			break;
 		}
 		cli_describe_holder(&conflict, who, sizeof(who));
+		conflict_subject(ws, &conflict, subject, sizeof(subject));
 		if (w->nonblock || (deadline >= 0 && now_ms() >= deadline)) {
 			cli_error_holder(err, &conflict);
 			wsl_error_set(err, w->nonblock ? WSL_BUSY : WSL_TIMEOUT,
-				      "%s%s: %s%s is locked by %s%s%s",
-				      w->nonblock ? "" : "timed out waiting for ", ws,
-				      relation(ws, &conflict), conflict.workspace_root, who,
+				      "%s%s locked by %s%s%s",
+				      w->nonblock ? "" : "timed out: ", subject, who,
 				      conflict.liveness == LIVENESS_UNKNOWN ? "; liveness unknown: " : "",
 				      conflict.liveness == LIVENESS_UNKNOWN ? conflict.reason : "");
 			lock_entry_free(&conflict);
@@ -414,8 +418,7 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 			break;
 		}
 		if (!told && !c->quiet) {
-			fprintf(stderr, "wslock: waiting for %s: %s%s is locked by %s\n", ws,
-				relation(ws, &conflict), conflict.workspace_root, who);
+			fprintf(stderr, "wslock: waiting: %s locked by %s\n", subject, who);
 			told = true;
 		}
 		lock_entry_free(&conflict);

@@ -32,10 +32,10 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) $(SAN) $(PKG_CFLAGS) $(CFLAGS
 ALL_LDFLAGS = $(SAN) $(LDFLAGS)
 LIBS = $(PKG_LIBS) -lm
 
-CORE = src/error.o src/crypto.o src/platform.o src/fsx.o src/owner.o \
+CORE = src/error.o src/crypto.o src/platform.o src/fsx.o src/owner.o src/journal.o \
        src/liveness.o src/registry.o
-CLI = src/cli.o src/cmd_acquire.o src/cmd_release.o src/cmd_run.o \
-      src/cmd_inspect.o src/main.o
+CLI = src/cli.o src/supervise.o src/cmd_acquire.o src/cmd_release.o src/cmd_run.o \
+      src/cmd_inspect.o src/cmd_recover.o src/cmd_reclaim.o src/main.o
 UNIT = tests/unit/test_owner tests/unit/test_platform
 
 all: wslock

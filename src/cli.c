@@ -371,6 +371,33 @@ static int conflict_final(const char *ws, const struct lock_entry *e,
 	return 0;
 }
 
+/* --reclaim-dead: takes over the dead owner of e by the same
+ * compare-and-swap as reclaim --yes. Returns 0 when it is gone (or changed
+ * meanwhile: the caller retries), -1 with err otherwise. */
+static int reclaim_dead(struct cli *c, struct registry *reg,
+			const struct lock_entry *e, struct wsl_error *err)
+{
+	struct registry_expect x = { 0 };
+	struct lock_entry prior;
+	char who[1024];
+	int rc;
+
+	x.owner = &e->owner;
+	x.action = "reclaim-dead";
+	rc = registry_take_over(reg, e->workspace_root, &x, NULL, NULL, &prior, err);
+	if (rc == 0 && !c->quiet) {
+		cli_describe_holder(e, who, sizeof(who));
+		fprintf(stderr, "wslock: reclaimed %s from %s: %s\n",
+			e->workspace_root, who, e->reason);
+	}
+	lock_entry_free(&prior);
+	if (rc != 0 && (err->code == WSL_NOT_HELD || err->code == WSL_OWNER_MISMATCH)) {
+		wsl_error_clear(err);
+		rc = 0;
+	}
+	return rc;
+}
+
 int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		const struct cli_wait *w, int *live_fd, struct wsl_error *err)
 {
@@ -398,6 +425,14 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		if (rc == ACQUIRE_DONE || rc < 0) {
 			lock_entry_free(&conflict);
 			break;
+		}
+		if (w->reclaim_dead && conflict.state == LOCK_HELD &&
+		    conflict.liveness == LIVENESS_DEAD) {
+			rc = reclaim_dead(c, reg, &conflict, err);
+			lock_entry_free(&conflict);
+			if (rc < 0)
+				break;
+			continue;
 		}
 		if (conflict_final(ws, &conflict, err) != 0) {
 			lock_entry_free(&conflict);

@@ -4,6 +4,7 @@
 #ifndef WSLOCK_CLI_H
 #define WSLOCK_CLI_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <jansson.h>
 
@@ -93,6 +94,8 @@ struct cli_wait {
 	long long timeout_ms;	/* -w, or -1: wait forever */
 	int conflict_exit;	/* -E, or -1 */
 	int sigfd;		/* signalfd to watch while waiting, or -1 */
+	bool reclaim_dead;	/* --reclaim-dead: take over provably dead,
+				 * non-retained owners first (journaled) */
 };
 
 /*
@@ -121,7 +124,8 @@ void cli_describe_holder(const struct lock_entry *e, char *out, size_t len);
 int cli_conflict_status(const struct cli_wait *w, const struct wsl_error *err);
 
 /* Subcommand handlers (src/cmd_*.c). */
-extern const struct cli_command cmd_acquire, cmd_release, cmd_run, cmd_inspect;
+extern const struct cli_command cmd_acquire, cmd_release, cmd_run, cmd_inspect,
+	cmd_recover, cmd_reclaim;
 
 #endif
 
@@ -166,3 +170,44 @@ struct cli_hold {
  * (0 when not), -1 with err for a bad value. */
 int cli_hold_option(struct cli_hold *h, int id, const char *arg,
 		    struct wsl_error *err);
+
+/* How a command runs under a held lock (src/supervise.c). */
+struct cli_child {
+	char **cmd;			/* argv, NULL-terminated */
+	const char *cwd;		/* chdir here before exec, or NULL */
+	bool retain_on_failure;		/* keep the lock, retained, if it fails */
+	int sigfd;			/* from cli_block_signals */
+	const sigset_t *orig_mask;	/* restored in the child */
+};
+
+/*
+ * Blocks SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 and SIGCHLD and
+ * returns a signalfd (O_CLOEXEC, non-blocking) reading them; the previous
+ * mask goes to *orig. -1 with err on failure.
+ */
+int cli_block_signals(sigset_t *orig, struct wsl_error *err);
+
+/*
+ * Runs ch->cmd as a child while o's lock is held (live_fd is the holder's
+ * live file: the child inherits it, the one descriptor it gets from us),
+ * with WSLOCK_WORKSPACE, WSLOCK_TOKEN and WSLOCK_OWNER set; SIGTERM, SIGHUP,
+ * SIGUSR1 and SIGUSR2 are forwarded, SIGINT and SIGQUIT left to the child.
+ * Then releases the lock, or with retain_on_failure and a failed child
+ * marks it retained. Closes live_fd. Returns the exit status for wslock:
+ * the child's (128+N for signal N), or the error's (78 when the lock was
+ * taken over meanwhile), after reporting it.
+ */
+int cli_run_held(struct cli *c, struct registry *reg, const struct owner *o,
+		 int live_fd, const struct cli_child *ch);
+
+/* "run: make test" from argv: printable ASCII, at most 128 characters. */
+void cli_default_purpose(const char *prefix, char **cmd,
+			 char out[OWNER_PURPOSE_MAX + 1]);
+
+/* Replaces the process with cmd (execvp); on failure says why and exits
+ * 127 (not found) or 126. */
+void cli_exec(char **cmd) __attribute__((noreturn));
+
+/* Index of the first "--" in argv (argc when there is none): options and
+ * operands before it, the command after it. */
+int cli_split_command(int argc, char **argv);

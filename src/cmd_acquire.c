@@ -13,6 +13,8 @@ static const struct cli_option acquire_options[] = {
 	CLI_WAIT_OPTIONS,
 	{ "pid", OPT_PID, required_argument, "PID",
 	  "the holder's pid (default: wslock's parent; in scripts use --pid $$)" },
+	{ "reclaim-dead", OPT_RECLAIM_DEAD, no_argument, NULL,
+	  "first take over a lock whose owner is provably dead (journaled)" },
 	CLI_OPT_END
 };
 
@@ -28,6 +30,10 @@ static int acquire_option(int id, const char *arg, void *ctx, struct wsl_error *
 
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;
+	if (id == OPT_RECLAIM_DEAD) {
+		a->hold.wait.reclaim_dead = true;
+		return 0;
+	}
 	if (id == OPT_PID) {
 		if (cli_parse_long(arg, 1, WSL_PID_MAX, &a->pid) != 0)
 			return wsl_error_set(err, WSL_USAGE,
@@ -40,7 +46,7 @@ static int acquire_option(int id, const char *arg, void *ctx, struct wsl_error *
 
 static int acquire_main(struct cli *c, int argc, char **argv)
 {
-	struct acquire_args a = { .hold.wait = { false, -1, -1, -1 }, .pid = 0 };
+	struct acquire_args a = { .hold.wait = { false, -1, -1, -1, false }, .pid = 0 };
 	char dir[PATH_MAX], ws[PATH_MAX];
 	struct wsl_error err = { 0 };
 	struct registry reg;
@@ -76,12 +82,23 @@ static int acquire_main(struct cli *c, int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &mask, &old);
 	a.hold.wait.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	rc = cli_acquire(c, &reg, &o, &a.hold.wait, NULL, &err);
+	if (rc == 0 && a.hold.wait.sigfd >= 0) {
+		/* Interrupted while publishing: the caller will not learn the
+		 * token, so nobody could release the lock. Give it back. */
+		struct signalfd_siginfo si;
+		if (read(a.hold.wait.sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+			registry_release(&reg, ws, o.token, NULL, &err);
+			wsl_error_clear(&err);
+			rc = (int)si.ssi_signo;
+		}
+	}
 	registry_close(&reg);
 	if (a.hold.wait.sigfd >= 0)
 		close(a.hold.wait.sigfd);
+	/* Signals stay blocked until exit: the output below must be whole. */
+	(void)old;
 	if (rc > 0)
 		return 128 + rc;
-	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (rc < 0) {
 		status = cli_conflict_status(&a.hold.wait, &err);
 		cli_fail(c, &err);

@@ -32,3 +32,48 @@ void crypto_path_key(const char *path, char out[WSL_KEY_HEX + 1])
 			   strlen(path), NULL, 0);
 	sodium_bin2hex(out, WSL_KEY_HEX + 1, hash, sizeof(hash));
 }
+
+#include <stdint.h>	/* SIZE_MAX, and malloc, free: the base64 helpers below */
+#include <stdlib.h>
+
+char *crypto_base64_encode(const void *bin, size_t len)
+{
+	size_t cap;
+	char *out;
+
+	if (len > (SIZE_MAX - 8) / 4 * 3)
+		return NULL;
+	cap = sodium_base64_ENCODED_LEN(len, sodium_base64_VARIANT_ORIGINAL);
+	out = malloc(cap);
+	if (out == NULL)
+		return NULL;
+	sodium_bin2base64(out, cap, bin, len, sodium_base64_VARIANT_ORIGINAL);
+	return out;
+}
+
+int crypto_base64_decode(const char *b64, size_t b64_len, char **out,
+			 size_t *out_len)
+{
+	size_t cap = b64_len / 4 * 3 + 1;
+	const char *end = NULL;
+	size_t n = 0;
+	char *buf;
+
+	*out = NULL;
+	*out_len = 0;
+	if (b64_len % 4 != 0)
+		return -1;
+	buf = malloc(cap);
+	if (buf == NULL)
+		return -1;
+	if (sodium_base642bin((unsigned char *)buf, cap, b64, b64_len, NULL, &n,
+			      &end, sodium_base64_VARIANT_ORIGINAL) != 0 ||
+	    end != b64 + b64_len) {
+		free(buf);
+		return -1;
+	}
+	buf[n] = '\0';
+	*out = buf;
+	*out_len = n;
+	return 0;
+}

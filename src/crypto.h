@@ -23,4 +23,16 @@ void crypto_random_hex(char *out, size_t n);
  * the NUL; equal to `printf %s PATH | b2sum -l 256`. */
 void crypto_path_key(const char *path, char out[WSL_KEY_HEX + 1]);
 
+/* Base64 (original alphabet, padded) of len bytes at bin, as a new
+ * NUL-terminated string (free(3) it); NULL when out of memory or when
+ * len is too large for the encoded length to fit a size_t. */
+char *crypto_base64_encode(const void *bin, size_t len);
+
+/* Decodes b64_len bytes of padded original-alphabet base64, all of which
+ * must be consumed, into a new buffer (*out, free(3) it) holding *out_len
+ * bytes plus a NUL not counted in *out_len.  Returns 0, or -1 for invalid
+ * input or when out of memory (*out is then NULL). */
+int crypto_base64_decode(const char *b64, size_t b64_len, char **out,
+			 size_t *out_len);
+
 #endif

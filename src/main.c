@@ -15,6 +15,8 @@ static const struct cli_command *const commands[] = {
 	&cmd_release,
 	&cmd_run,
 	&cmd_inspect,
+	&cmd_recover,
+	&cmd_reclaim,
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -107,9 +109,14 @@ int main(int argc, char **argv)
 		return i + 1 < argc ? 64 : 0;
 	}
 	cmd = find_command(argv[i]);
-	if (cmd == NULL)
-		return cli_usage(&c, "unknown command '%s' (acquire, release, run, inspect)",
-				 argv[i]);
+	if (cmd == NULL) {
+		char names[128] = "";
+		size_t k, len = 0;
+		for (k = 0; k < NCOMMANDS; k++)
+			len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s",
+						k ? ", " : "", commands[k]->name);
+		return cli_usage(&c, "unknown command '%s' (%s)", argv[i], names);
+	}
 	c.cmd = cmd->name;
 	return cmd->run(&c, argc - i, argv + i);
 }

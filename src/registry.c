@@ -33,6 +33,7 @@
  */
 #include "registry.h"
 #include "fsx.h"
+#include "journal.h"
 #include "platform.h"
 
 #include <dirent.h>
@@ -855,12 +856,35 @@ out:
 	return rc;
 }
 
+/* Removes the lock key of workspace: renamed out of locks/ into tmp/ (the
+ * atomic step), then its nest markers and files go. The caller holds
+ * LOCK_EX. */
+static int unpublish(struct registry *reg, const char *key,
+		     const char *workspace, struct wsl_error *err)
+{
+	char gone[STAGE_NAME_MAX];
+	struct marker_ctx m;
+	struct stat st;
+
+	stage_name(gone, "rel");
+	if (renameat2(reg->locks_fd, key, reg->tmp_fd, gone, RENAME_NOREPLACE) != 0)
+		return wsl_error_errno(err, WSL_IO, errno,
+				       "cannot remove the lock of %s", workspace);
+	m = (struct marker_ctx){ reg, key, true, err };
+	for_each_ancestor(workspace, marker_apply, &m);
+	/* A corrupt lock may be a symlink or a file: unlink it, never follow. */
+	if (fstatat(reg->tmp_fd, gone, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
+		unlinkat(reg->tmp_fd, gone, 0);
+	else
+		fsx_remove_dir_files(reg->tmp_fd, gone);
+	return 0;
+}
+
 int registry_release(struct registry *reg, const char *workspace,
 		     const char *token, struct owner *released,
 		     struct wsl_error *err)
 {
-	char key[WSL_KEY_HEX + 1], gone[STAGE_NAME_MAX];
-	struct marker_ctx m;
+	char key[WSL_KEY_HEX + 1];
 	struct lock_entry e;
 	int rc = -1;
 
@@ -893,15 +917,15 @@ int registry_release(struct registry *reg, const char *workspace,
 			      e.owner.has_recovery_of ? e.owner.recovery_of : "");
 		goto out;
 	}
-	stage_name(gone, "rel");
-	if (renameat2(reg->locks_fd, key, reg->tmp_fd, gone, RENAME_NOREPLACE) != 0) {
-		wsl_error_errno(err, WSL_IO, errno, "cannot release the lock of %s",
-				workspace);
+	if (e.state == LOCK_RETAINED) {
+		wsl_error_detail(&err->holder, e.raw);
+		wsl_error_set(err, WSL_RECOVERY_REQUIRED,
+			      "%s is retained for recovery; only 'wslock recover' with its exact owner clears it",
+			      workspace);
 		goto out;
 	}
-	m = (struct marker_ctx){ reg, key, true, err };
-	for_each_ancestor(workspace, marker_apply, &m);
-	fsx_remove_dir_files(reg->tmp_fd, gone);
+	if (unpublish(reg, key, workspace, err) != 0)
+		goto out;
 	if (released != NULL)
 		*released = e.owner;
 	rc = 0;
@@ -1033,4 +1057,313 @@ int registry_watch(struct registry *reg, struct wsl_error *err)
 		return -1;
 	}
 	return fd;
+}
+
+/* Hands the lock directory lfd over to next in place: owner.json and live
+ * are replaced by rename (each a single atomic step; owner.json is the
+ * commit point), retained.json is dropped, and the directory is fsynced. */
+static int replace_owner(int lfd, const char *dirpath, const struct owner *next,
+			 int *live_fd, struct wsl_error *err)
+{
+	char *text;
+	size_t len;
+	int nfd;
+
+	unlinkat(lfd, "owner.json.new", 0);
+	unlinkat(lfd, "live.new", 0);
+	text = owner_format(next, false);
+	if (text == NULL)
+		return wsl_error_set(err, WSL_INTERNAL, "cannot format the owner document");
+	len = strlen(text);
+	text[len] = '\n';	/* replaces the NUL; written as len + 1 bytes */
+	if (fsx_write_new_file(lfd, "owner.json.new", text, len + 1) != 0) {
+		free(text);
+		return wsl_error_errno(err, WSL_IO, errno, "cannot write %s/owner.json.new",
+				       dirpath);
+	}
+	free(text);
+	nfd = fsx_openat(lfd, "live.new", O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (nfd < 0 || (live_fd != NULL && fsx_flock(nfd, LOCK_EX | LOCK_NB) != 0) ||
+	    renameat(lfd, "live.new", lfd, "live") != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot create %s/live", dirpath);
+		fsx_close(nfd);
+		unlinkat(lfd, "owner.json.new", 0);
+		return -1;
+	}
+	if (renameat(lfd, "owner.json.new", lfd, "owner.json") != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot replace %s/owner.json", dirpath);
+		fsx_close(nfd);
+		return -1;
+	}
+	unlinkat(lfd, "retained.json", 0);
+	if (fsx_fsync_dir(lfd) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s", dirpath);
+		fsx_close(nfd);
+		return -1;
+	}
+	if (live_fd != NULL)
+		*live_fd = nfd;
+	else
+		fsx_close(nfd);
+	return 0;
+}
+
+int registry_take_over(struct registry *reg, const char *workspace,
+		       const struct registry_expect *x, const struct owner *next,
+		       int *live_fd, struct lock_entry *prior,
+		       struct wsl_error *err)
+{
+	char key[WSL_KEY_HEX + 1], dirpath[PATH_MAX];
+	struct journal_event ev = { 0 };
+	struct lock_entry *e = prior;
+	int lfd = -1, rc = -1;
+
+	memset(prior, 0, sizeof(*prior));
+	if (reg->locks_fd < 0)
+		return wsl_error_set(err, WSL_NOT_HELD, "%s is not locked", workspace);
+	if (registry_coord_lock(reg, LOCK_EX, err) != 0)
+		return -1;
+	crypto_path_key(workspace, key);
+	if (registry_get(reg, key, true, e, err) != 0)
+		goto out;
+	if (path_join(dirpath, reg->path, "locks", err) != 0 ||
+	    path_join(dirpath, dirpath, key, err) != 0)
+		goto out;
+	ev.action = x->action;
+	ev.workspace_root = workspace;
+	ev.force_reason = x->force ? x->force_reason : NULL;
+	ev.next = next;
+
+	if (e->state == LOCK_FREE) {
+		wsl_error_set(err, WSL_NOT_HELD, "%s is not locked: nothing to take over",
+			      workspace);
+		goto out;
+	}
+	if (e->state == LOCK_CORRUPT) {
+		wsl_error_detail(&err->path, e->lock_path);
+		if (e->raw == NULL) {
+			wsl_error_set(err, WSL_LOCK_CORRUPT,
+				      "the lock of %s is corrupt (%s) and its document cannot be read; after checking, remove %s/locks/%s by hand",
+				      workspace, e->problem, reg->path, key);
+			goto out;
+		}
+		if (x->raw == NULL || x->raw_len != e->raw_len ||
+		    memcmp(x->raw, e->raw, e->raw_len) != 0) {
+			wsl_error_set(err, WSL_LOCK_CORRUPT,
+				      "the lock of %s is corrupt (%s); it is cleared only by recover given its exact bytes (%s) with --force --reason",
+				      workspace, e->problem, e->lock_path);
+			goto out;
+		}
+		if (!x->force) {
+			wsl_error_set(err, WSL_LOCK_CORRUPT,
+				      "the lock of %s is corrupt (%s); clearing it needs --force --reason",
+				      workspace, e->problem);
+			goto out;
+		}
+		ev.action = "clear-corrupt";
+		ev.prior_raw = e->raw;
+		ev.prior_raw_len = e->raw_len;
+		if (journal_append(reg->dir_fd, reg->path, &ev, err) != 0 ||
+		    unpublish(reg, key, workspace, err) != 0)
+			goto out;
+		rc = next != NULL ? publish(reg, next, live_fd, err) : 0;
+		goto out;
+	}
+	if (x->owner == NULL) {
+		wsl_error_detail(&err->holder, e->raw);
+		wsl_error_set(err, WSL_INVALID_OWNER,
+			      "the expected owner document is not valid (%s); nothing changed",
+			      x->invalid_why ? x->invalid_why : "unreadable");
+		goto out;
+	}
+	if (!owner_equal(x->owner, &e->owner)) {
+		wsl_error_detail(&err->holder, e->raw);
+		wsl_error_set(err, WSL_OWNER_MISMATCH,
+			      "%s is held by another owner than expected (pid %ld on %s, token %s); nothing changed",
+			      workspace, (long)e->owner.pid, e->owner.host, e->owner.token);
+		goto out;
+	}
+	wsl_error_detail(&err->holder, e->raw);
+	wsl_error_detail(&err->liveness, liveness_name(e->liveness));
+	wsl_error_detail(&err->liveness_reason, e->reason);
+	if (e->state == LOCK_RETAINED && !x->allow_retained) {
+		wsl_error_set(err, WSL_RECOVERY_REQUIRED,
+			      "%s is retained for recovery; only 'wslock recover' clears it",
+			      workspace);
+		goto out;
+	}
+	if (e->liveness == LIVENESS_LIVE) {
+		wsl_error_set(err, WSL_OWNER_LIVE,
+			      "the owner of %s is alive (%s); a live owner is never displaced",
+			      workspace, e->reason);
+		goto out;
+	}
+	if (e->liveness == LIVENESS_UNKNOWN && !x->force) {
+		wsl_error_set(err, WSL_LIVENESS_UNKNOWN,
+			      "the owner of %s cannot be proven dead (%s); after checking that host, use --force --reason",
+			      workspace, e->reason);
+		goto out;
+	}
+	ev.prior = &e->owner;
+	ev.liveness = liveness_name(e->liveness);
+	ev.liveness_reason = e->reason;
+	if (journal_append(reg->dir_fd, reg->path, &ev, err) != 0)
+		goto out;
+	if (next == NULL) {
+		rc = unpublish(reg, key, workspace, err);
+		goto out;
+	}
+	lfd = fsx_open_dir_checked(reg->locks_fd, key, dirpath, false, err);
+	if (lfd < 0)
+		goto out;
+	rc = replace_owner(lfd, dirpath, next, live_fd, err);
+out:
+	fsx_close(lfd);
+	registry_coord_unlock(reg);
+	if (rc == 0) {
+		wsl_error_clear(err);
+	}
+	return rc;
+}
+
+int registry_retain(struct registry *reg, const char *workspace,
+		    const char *token, const char *json, struct wsl_error *err)
+{
+	char key[WSL_KEY_HEX + 1], dirpath[PATH_MAX];
+	struct lock_entry e;
+	int lfd = -1, rc = -1;
+
+	if (registry_coord_lock(reg, LOCK_EX, err) != 0)
+		return -1;
+	crypto_path_key(workspace, key);
+	if (registry_get(reg, key, false, &e, err) != 0)
+		goto out;
+	if (e.state == LOCK_FREE) {
+		wsl_error_set(err, WSL_OWNERSHIP_LOST,
+			      "the lock of %s was removed while held; nothing retained", workspace);
+		goto out;
+	}
+	if (!e.has_owner || strcmp(e.owner.token, token) != 0) {
+		wsl_error_detail(&err->holder, e.raw);
+		wsl_error_set(err, WSL_OWNERSHIP_LOST,
+			      "%s is now held by another owner; nothing retained", workspace);
+		goto out;
+	}
+	if (path_join(dirpath, reg->path, "locks", err) != 0 ||
+	    path_join(dirpath, dirpath, key, err) != 0)
+		goto out;
+	lfd = fsx_open_dir_checked(reg->locks_fd, key, dirpath, false, err);
+	if (lfd < 0)
+		goto out;
+	unlinkat(lfd, "retained.json.new", 0);
+	if (fsx_write_new_file(lfd, "retained.json.new", json, strlen(json)) != 0 ||
+	    renameat(lfd, "retained.json.new", lfd, "retained.json") != 0 ||
+	    fsx_fsync_dir(lfd) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot write %s/retained.json", dirpath);
+		goto out;
+	}
+	rc = 0;
+out:
+	fsx_close(lfd);
+	lock_entry_free(&e);
+	registry_coord_unlock(reg);
+	return rc;
+}
+
+/* Lists the names in directory fd (not "." or ".."); *out NULL-terminated. */
+static int list_names(int fd, char ***out, size_t *n)
+{
+	struct dirent *de;
+	size_t cap = 0;
+	char **names = NULL;
+	DIR *dir;
+	int dfd;
+
+	*out = NULL;
+	*n = 0;
+	dfd = fsx_openat(fd, ".", O_RDONLY | O_DIRECTORY, 0);
+	if (dfd < 0 || (dir = fdopendir(dfd)) == NULL) {
+		fsx_close(dfd);
+		return -1;
+	}
+	while ((de = readdir(dir)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (*n + 1 >= cap) {
+			char **p;
+			cap = cap ? cap * 2 : 16;
+			p = realloc(names, cap * sizeof(*p));
+			if (p == NULL)
+				break;
+			names = p;
+		}
+		names[*n] = strdup(de->d_name);
+		if (names[*n] == NULL)
+			break;
+		(*n)++;
+		names[*n] = NULL;
+	}
+	closedir(dir);
+	*out = names;
+	return 0;
+}
+
+static void free_names(char **names, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+int registry_garbage(struct registry *reg, bool remove, size_t *staging,
+		     size_t *orphan_markers, struct wsl_error *err)
+{
+	char **names = NULL, **markers = NULL;
+	size_t n = 0, m = 0, i, j;
+
+	*staging = *orphan_markers = 0;
+	if (reg->tmp_fd >= 0) {
+		if (list_names(reg->tmp_fd, &names, &n) != 0)
+			return wsl_error_errno(err, WSL_IO, errno, "cannot read %s/tmp", reg->path);
+		for (i = 0; i < n; i++) {
+			struct stat st;
+			(*staging)++;
+			if (!remove)
+				continue;
+			if (fstatat(reg->tmp_fd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISDIR(st.st_mode))
+				fsx_remove_dir_files(reg->tmp_fd, names[i]);
+			else
+				unlinkat(reg->tmp_fd, names[i], 0);
+		}
+		free_names(names, n);
+	}
+	if (reg->nest_fd < 0)
+		return 0;
+	if (list_names(reg->nest_fd, &names, &n) != 0)
+		return wsl_error_errno(err, WSL_IO, errno, "cannot read %s/nest", reg->path);
+	for (i = 0; i < n; i++) {
+		int afd = fsx_openat(reg->nest_fd, names[i], O_RDONLY | O_DIRECTORY, 0);
+		if (afd < 0)
+			continue;
+		if (list_names(afd, &markers, &m) == 0) {
+			for (j = 0; j < m; j++) {
+				struct stat st;
+				if (reg->locks_fd >= 0 &&
+				    fstatat(reg->locks_fd, markers[j], &st, AT_SYMLINK_NOFOLLOW) == 0)
+					continue;
+				(*orphan_markers)++;
+				if (remove)
+					unlinkat(afd, markers[j], 0);
+			}
+			free_names(markers, m);
+		}
+		fsx_close(afd);
+		if (remove)
+			unlinkat(reg->nest_fd, names[i], AT_REMOVEDIR);
+	}
+	free_names(names, n);
+	return 0;
 }

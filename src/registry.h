@@ -188,3 +188,59 @@ int registry_find_token(struct registry *reg, const char *workspace,
 int registry_watch(struct registry *reg, struct wsl_error *err);
 
 #endif
+
+/* What recover and reclaim expect to find: the compare of their
+ * compare-and-swap, and the rules for taking the lock over. */
+struct registry_expect {
+	const struct owner *owner;	/* the exact expected owner, or NULL when
+					 * the given document is not valid */
+	const char *invalid_why;	/* why it is not, when owner is NULL */
+	const char *raw;		/* the given bytes (a corrupt lock is cleared
+					 * only when they equal its bytes) */
+	size_t raw_len;
+	bool force;			/* accept unknown liveness; needed for corrupt */
+	const char *force_reason;	/* recorded in the journal */
+	bool allow_retained;		/* recover: true; reclaim: false */
+	const char *action;		/* journal action */
+};
+
+/*
+ * The compare-and-swap of recover and reclaim, under the exclusive
+ * coordination lock: the lock of workspace must hold exactly x->owner (same
+ * key set and values), and that owner must be provably dead (unknown
+ * liveness only with x->force; live never). Then a journal line is appended
+ * (before the change: a crash between them leaves a line for a change that
+ * did not happen, never a change without a line) and the lock is either
+ * handed to next in place (owner.json replaced by rename, a fresh live file,
+ * retained.json dropped; with live_fd the new live file is held as in
+ * registry_try_acquire) or, when next is NULL, removed.
+ * A corrupt lock is cleared (and next, if any, published) only when x->raw
+ * equals its bytes exactly and x->force is set.
+ * Errors: WSL_NOT_HELD (no lock), WSL_INVALID_OWNER (x->owner NULL for a
+ * valid lock), WSL_OWNER_MISMATCH (another owner; err->holder is it),
+ * WSL_LOCK_CORRUPT, WSL_OWNER_LIVE, WSL_LIVENESS_UNKNOWN,
+ * WSL_RECOVERY_REQUIRED (retained, for reclaim). The lock as found is
+ * copied to *prior (lock_entry_free it) in every case but I/O failures.
+ */
+int registry_take_over(struct registry *reg, const char *workspace,
+		       const struct registry_expect *x, const struct owner *next,
+		       int *live_fd, struct lock_entry *prior,
+		       struct wsl_error *err);
+
+/*
+ * Marks the lock of workspace retained for recovery, if token is its
+ * owner's: writes retained.json (json, a NUL-terminated text) by an
+ * exclusive create, fsync and rename inside the lock directory. Errors as
+ * registry_release.
+ */
+int registry_retain(struct registry *reg, const char *workspace,
+		    const char *token, const char *json, struct wsl_error *err);
+
+/*
+ * Garbage left by crashes: staging and release directories in tmp/ (every
+ * one is garbage while the exclusive coordination lock is held, because
+ * they exist only inside it), and nest markers whose lock is gone. Counts
+ * them; with remove, also deletes them (the caller holds LOCK_EX).
+ */
+int registry_garbage(struct registry *reg, bool remove, size_t *staging,
+		     size_t *orphan_markers, struct wsl_error *err);

@@ -1,0 +1,320 @@
+/* cmd_reclaim.c - wslock reclaim: preview, then (--yes) remove the locks of
+ * provably dead owners, and the garbage crashes leave. */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+static const struct cli_option reclaim_options[] = {
+	{ "yes", OPT_YES, no_argument, NULL,
+	  "really remove the reclaimable locks (default: preview only)" },
+	{ "force", OPT_FORCE, no_argument, NULL,
+	  "also reclaim owners of unknown liveness (another host)" },
+	{ "reason", OPT_REASON, required_argument, "TEXT",
+	  "why --force is safe, recorded in the journal (required with --force)" },
+	CLI_OPT_END
+};
+
+struct reclaim_args {
+	bool yes;
+	bool force;
+	const char *reason;
+};
+
+static int reclaim_option(int id, const char *arg, void *ctx, struct wsl_error *err)
+{
+	struct reclaim_args *a = ctx;
+
+	switch (id) {
+	case OPT_YES:
+		a->yes = true;
+		return 0;
+	case OPT_FORCE:
+		a->force = true;
+		return 0;
+	case OPT_REASON:
+		if (!owner_purpose_valid(arg))
+			return wsl_error_set(err, WSL_USAGE,
+					     "--reason must be 1..%d printable characters",
+					     OWNER_PURPOSE_MAX);
+		a->reason = arg;
+		return 0;
+	default:
+		return wsl_error_set(err, WSL_USAGE, "unexpected option");
+	}
+}
+
+struct candidates {
+	struct lock_entry *items;
+	size_t n, cap;
+};
+
+/* Keeps a deep copy of e. */
+static int keep(const struct lock_entry *e, void *arg)
+{
+	struct candidates *c = arg;
+	struct lock_entry *slot;
+
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 16;
+		struct lock_entry *p = realloc(c->items, cap * sizeof(*p));
+		if (p == NULL)
+			return -1;
+		c->items = p;
+		c->cap = cap;
+	}
+	slot = &c->items[c->n++];
+	*slot = *e;
+	slot->raw = e->raw ? strdup(e->raw) : NULL;
+	slot->retained = e->retained ? strdup(e->retained) : NULL;
+	return 0;
+}
+
+/* Whether e may be reclaimed, and why (not). */
+static bool reclaimable(const struct lock_entry *e, bool force, char *why, size_t len)
+{
+	switch (e->state) {
+	case LOCK_CORRUPT:
+		snprintf(why, len, "corrupt (%s): only 'wslock recover --force' with its exact bytes clears it",
+			 e->problem);
+		return false;
+	case LOCK_RETAINED:
+		snprintf(why, len, "retained for recovery: only 'wslock recover' clears it");
+		return false;
+	case LOCK_HELD:
+		break;
+	default:
+		snprintf(why, len, "free");
+		return false;
+	}
+	switch (e->liveness) {
+	case LIVENESS_DEAD:
+		snprintf(why, len, "owner is dead: %s", e->reason);
+		return true;
+	case LIVENESS_UNKNOWN:
+		snprintf(why, len, "liveness unknown: %s%s", e->reason,
+			 force ? "; reclaimed with --force" : "; needs --force --reason");
+		return force;
+	case LIVENESS_LIVE:
+	default:
+		snprintf(why, len, "owner is live: %s", e->reason);
+		return false;
+	}
+}
+
+static int collect(struct registry *reg, int argc, char **argv, int first, int last,
+		   struct candidates *cands, struct wsl_error *err)
+{
+	char ws[PATH_MAX], key[WSL_KEY_HEX + 1];
+	int i;
+
+	if (first == last)
+		return registry_list(reg, true, keep, cands, err) == 0 ? 0 :
+			(err->code != WSL_OK ? -1 :
+			 wsl_error_set(err, WSL_OS, "out of memory"));
+	for (i = first; i < last; i++) {
+		struct lock_entry e;
+		int rc;
+
+		if (registry_workspace(reg, argv[i], true, ws, err) != 0)
+			return -1;
+		crypto_path_key(ws, key);
+		if (registry_get(reg, key, true, &e, err) != 0)
+			return -1;
+		if (e.state == LOCK_CORRUPT)
+			snprintf(e.workspace_root, sizeof(e.workspace_root), "%s", ws);
+		rc = e.state == LOCK_FREE ? 0 : keep(&e, cands);
+		lock_entry_free(&e);
+		if (rc != 0)
+			return wsl_error_set(err, WSL_OS, "out of memory");
+	}
+	(void)argc;
+	return 0;
+}
+
+static json_t *garbage_json(size_t staging, size_t orphans)
+{
+	return json_pack("{s:I,s:I}", "staging", (json_int_t)staging,
+			 "orphan_markers", (json_int_t)orphans);
+}
+
+/* Reclaims one candidate; with a command, runs it under the lock first.
+ * Returns 0 and sets *cmd_status, or -1 with err when skipped. */
+static int reclaim_one(struct cli *c, struct registry *reg, const struct lock_entry *e,
+		       const struct reclaim_args *a, struct cli_child *ch,
+		       int *cmd_status, struct wsl_error *err)
+{
+	struct registry_expect x = { 0 };
+	struct lock_entry prior;
+	char purpose[OWNER_PURPOSE_MAX + 1];
+	struct owner next;
+	int live_fd = -1, rc;
+
+	x.owner = &e->owner;
+	x.force = a->force;
+	x.force_reason = a->reason;
+	x.action = "reclaim";
+	if (ch->cmd == NULL) {
+		rc = registry_take_over(reg, e->workspace_root, &x, NULL, NULL, &prior, err);
+		lock_entry_free(&prior);
+		return rc;
+	}
+	cli_default_purpose("reclaim:", ch->cmd, purpose);
+	if (owner_build(&next, e->workspace_root, getpid(), purpose, e->owner.operation_id,
+			e->owner.token, err) != 0)
+		return -1;
+	rc = registry_take_over(reg, e->workspace_root, &x, &next, &live_fd, &prior, err);
+	lock_entry_free(&prior);
+	if (rc != 0)
+		return -1;
+	ch->cwd = e->workspace_root;
+	*cmd_status = cli_run_held(c, reg, &next, live_fd, ch);
+	return 0;
+}
+
+static int reclaim_main(struct cli *c, int argc, char **argv)
+{
+	struct reclaim_args a = { false, false, NULL };
+	struct candidates cands = { NULL, 0, 0 };
+	struct wsl_error err = { 0 };
+	struct cli_child ch = { 0 };
+	struct registry reg;
+	char dir[PATH_MAX], why[1200];
+	bool have_reg = false;
+	size_t staging = 0, orphans = 0, i;
+	sigset_t orig;
+	int dashdash, first, status = 0, exit_status = 0;
+	json_t *out, *list, *skipped;
+
+	dashdash = cli_split_command(argc, argv);
+	c->json_errors = true;
+	first = cli_parse(c, &cmd_reclaim, dashdash, argv, reclaim_option, &a, &status);
+	if (first < 0)
+		return status;
+	if (a.force != (a.reason != NULL))
+		return cli_usage(c, a.force ? "--force needs --reason TEXT" :
+				 "--reason goes with --force");
+	if (dashdash < argc) {
+		ch.cmd = argv + dashdash + 1;
+		if (ch.cmd[0] == NULL)
+			return cli_usage(c, "reclaim needs a COMMAND after --");
+		if (!a.yes)
+			return cli_usage(c, "a cleanup COMMAND runs only with --yes");
+	}
+	if (registry_default_path(c->lock_dir, dir, &err) != 0 ||
+	    registry_open(&reg, dir, a.yes, &err) != 0)
+		goto fail;
+	have_reg = true;
+	if (registry_coord_lock(&reg, LOCK_SH, &err) != 0 ||
+	    collect(&reg, argc, argv, first, dashdash, &cands, &err) != 0 ||
+	    registry_garbage(&reg, false, &staging, &orphans, &err) != 0)
+		goto fail;
+	registry_coord_unlock(&reg);
+
+	if (!a.yes) {
+		list = json_array();
+		for (i = 0; i < cands.n; i++) {
+			json_t *item = cli_entry_json(&cands.items[i]);
+			bool ok = reclaimable(&cands.items[i], a.force, why, sizeof(why));
+			json_object_set_new(item, "reclaimable", json_boolean(ok));
+			json_object_set_new(item, "why", json_string(why));
+			json_array_append_new(list, item);
+		}
+		out = json_object();
+		json_object_set_new(out, "action", json_string("preview"));
+		json_object_set_new(out, "candidates", list);
+		json_object_set_new(out, "garbage", garbage_json(staging, orphans));
+		status = cli_print_json(c, out);
+		goto done;
+	}
+
+	if (ch.cmd != NULL) {
+		ch.sigfd = cli_block_signals(&orig, &err);
+		if (ch.sigfd < 0)
+			goto fail;
+		ch.orig_mask = &orig;
+	}
+	list = json_array();
+	skipped = json_array();
+	for (i = 0; i < cands.n; i++) {
+		const struct lock_entry *e = &cands.items[i];
+		int cmd_status = -1;
+		json_t *item;
+
+		if (!reclaimable(e, a.force, why, sizeof(why))) {
+			item = json_pack("{s:s,s:s}", "workspace_root",
+					 e->workspace_root[0] ? e->workspace_root : e->key,
+					 "why", why);
+			json_array_append_new(skipped, item);
+			continue;
+		}
+		if (reclaim_one(c, &reg, e, &a, &ch, &cmd_status, &err) != 0) {
+			/* Changed since the preview, came alive, or failed. */
+			item = json_pack("{s:s,s:s}", "workspace_root", e->workspace_root,
+					 "why", err.message);
+			json_array_append_new(skipped, item);
+			if (!c->quiet)
+				fprintf(stderr, "wslock: skipped %s: %s\n", e->workspace_root,
+					err.message);
+			wsl_error_clear(&err);
+			continue;
+		}
+		item = json_object();
+		json_object_set_new(item, "workspace_root", json_string(e->workspace_root));
+		json_object_set_new(item, "prior_owner", owner_to_json(&e->owner));
+		json_object_set_new(item, "liveness", json_string(liveness_name(e->liveness)));
+		json_object_set_new(item, "liveness_reason", json_string(e->reason));
+		if (ch.cmd != NULL) {
+			json_object_set_new(item, "command_status", json_integer(cmd_status));
+			if (cmd_status != 0 && exit_status == 0)
+				exit_status = cmd_status;
+		}
+		json_array_append_new(list, item);
+		if (c->verbose)
+			fprintf(stderr, "wslock: reclaimed %s (%s)\n", e->workspace_root, e->reason);
+	}
+	if (registry_coord_lock(&reg, LOCK_EX, &err) != 0 ||
+	    registry_garbage(&reg, true, &staging, &orphans, &err) != 0) {
+		json_decref(list);
+		json_decref(skipped);
+		goto fail;
+	}
+	registry_coord_unlock(&reg);
+	out = json_object();
+	json_object_set_new(out, "action", json_string("reclaimed"));
+	json_object_set_new(out, "reclaimed", list);
+	json_object_set_new(out, "skipped", skipped);
+	json_object_set_new(out, "garbage_removed", garbage_json(staging, orphans));
+	status = cli_print_json(c, out);
+	if (status == 0)
+		status = exit_status;
+	goto done;
+fail:
+	status = cli_fail(c, &err);
+	wsl_error_clear(&err);
+done:
+	for (i = 0; i < cands.n; i++)
+		lock_entry_free(&cands.items[i]);
+	free(cands.items);
+	if (have_reg)
+		registry_close(&reg);
+	return status;
+}
+
+const struct cli_command cmd_reclaim = {
+	"reclaim", reclaim_main, "[--yes] [--force --reason TEXT] [WORKSPACE...] [-- COMMAND [ARG...]]",
+	"List (default) or remove (--yes) the locks of provably dead owners.",
+	reclaim_options,
+	"Without --yes nothing changes: every lock is listed with its liveness and\n"
+	"whether it is reclaimable. --yes removes each reclaimable lock by the same\n"
+	"exact compare-and-swap as recover (an owner that changed meanwhile is skipped)\n"
+	"and clears garbage left by crashes. Retained, corrupt and live locks are\n"
+	"never removed. With COMMAND, it runs inside each reclaimed workspace under\n"
+	"its lock first (a cleanup hook); the exit status is then the first failing\n"
+	"COMMAND's. Every removal is appended to journal.jsonl.\n",
+};

@@ -1,0 +1,87 @@
+/* journal.c - audit lines for every takeover (see journal.h). */
+#include "journal.h"
+#include "fsx.h"
+#include "platform.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static json_t *str_or_null(const char *s)
+{
+	return s != NULL ? json_string(s) : json_null();
+}
+
+int journal_append(int dir_fd, const char *path, const struct journal_event *ev,
+		   struct wsl_error *err)
+{
+	char now[WSL_TIME_LEN + 1], host[WSL_HOST_MAX + 1], jpath[4200];
+	json_t *line, *actor;
+	struct stat st;
+	char *text;
+	size_t len;
+	int fd, rc = -1;
+
+	snprintf(jpath, sizeof(jpath), "%s/journal.jsonl", path);
+	platform_now_iso(now);
+	if (platform_hostname(host) != 0)
+		snprintf(host, sizeof(host), "unknown");
+	actor = json_pack("{s:I,s:I,s:s}", "pid", (json_int_t)getpid(),
+			  "uid", (json_int_t)geteuid(), "host", host);
+	line = json_object();
+	json_object_set_new(line, "time", json_string(now));
+	json_object_set_new(line, "action", json_string(ev->action));
+	json_object_set_new(line, "workspace_root", str_or_null(ev->workspace_root));
+	json_object_set_new(line, "prior_owner",
+			    ev->prior ? owner_to_json(ev->prior) : json_null());
+	if (ev->prior_raw != NULL) {
+		/* json_stringn refuses invalid UTF-8: such bytes are noted as null. */
+		json_t *raw = json_stringn(ev->prior_raw, ev->prior_raw_len);
+		json_object_set_new(line, "prior_bytes", raw != NULL ? raw : json_null());
+	}
+	json_object_set_new(line, "new_owner",
+			    ev->next ? owner_to_json(ev->next) : json_null());
+	json_object_set_new(line, "liveness", str_or_null(ev->liveness));
+	json_object_set_new(line, "liveness_reason", str_or_null(ev->liveness_reason));
+	json_object_set_new(line, "forced", json_boolean(ev->force_reason != NULL));
+	json_object_set_new(line, "force_reason", str_or_null(ev->force_reason));
+	json_object_set_new(line, "actor", actor);
+	text = json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII);
+	json_decref(line);
+	if (text == NULL)
+		return wsl_error_set(err, WSL_INTERNAL, "cannot format a journal line");
+	len = strlen(text);
+	text[len] = '\n';	/* replaces the NUL; written as len + 1 bytes */
+
+	fd = fsx_openat(dir_fd, "journal.jsonl", O_WRONLY | O_APPEND | O_CREAT |
+			O_NONBLOCK | O_NOCTTY, 0600);
+	if (fd < 0) {
+		if (errno == ELOOP)
+			wsl_error_set(err, WSL_UNSAFE_PATH,
+				      "%s is a symbolic link; refusing to follow it", jpath);
+		else
+			wsl_error_errno(err, WSL_IO, errno, "cannot open %s", jpath);
+		goto out;
+	}
+	if (fstat(fd, &st) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot stat %s", jpath);
+		goto out;
+	}
+	if (fsx_check_private(&st, S_IFREG, jpath, err) != 0)
+		goto out;
+	/* One write(2) per line: with O_APPEND the kernel places it whole at
+	 * the end, so lines from concurrent writers never interleave. */
+	if (fsx_write_all(fd, text, len + 1) != 0 || fsx_fsync(fd) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot append to %s", jpath);
+		goto out;
+	}
+	rc = 0;
+out:
+	fsx_close(fd);
+	free(text);
+	return rc;
+}

@@ -83,7 +83,7 @@ static int vusage(struct cli *c, const char *fmt, va_list ap)
 		if (doc != NULL)
 			cli_print_json(c, doc);
 	}
-	fprintf(stderr, "wslock: %s\n", err.message);
+	fprintf(stderr, "wslock: %s [%s]\n", err.message, wsl_code_name(WSL_USAGE));
 	if (!c->quiet)
 		fprintf(stderr, "try 'wslock %s%s--help'\n", c->cmd ? c->cmd : "",
 			c->cmd ? " " : "");
@@ -183,7 +183,7 @@ int cli_print_json(struct cli *c, json_t *value)
 	int rc = 0;
 
 	if (value == NULL ||
-	    json_dumpf(value, stdout, c->pretty ? JSON_INDENT(2) : JSON_COMPACT) != 0 ||
+	    json_dumpf(value, stdout, JSON_ENCODE_ANY | (c->pretty ? JSON_INDENT(2) : JSON_COMPACT)) != 0 ||
 	    fputc('\n', stdout) == EOF || fflush(stdout) == EOF) {
 		fprintf(stderr, "wslock: cannot write to standard output: %s\n",
 			strerror(errno));
@@ -241,7 +241,7 @@ int cli_fail(struct cli *c, struct wsl_error *err)
 		json_object_set_new(doc, "error", inner);
 		cli_print_json(c, doc);
 	}
-	fprintf(stderr, "wslock: %s\n", err->message);
+	fprintf(stderr, "wslock: %s [%s]\n", err->message, wsl_code_name(err->code));
 	return wsl_code_exit(err->code);
 }
 

@@ -364,6 +364,22 @@ out:
 	return rc;
 }
 
+bool owner_guess_workspace(const char *buf, size_t len, char out[PATH_MAX])
+{
+	json_t *doc, *v;
+	bool ok = false;
+
+	doc = json_loadb(buf, len, 0, NULL);
+	v = json_object_get(doc, "workspace_root");
+	if (json_is_string(v) && json_string_length(v) < PATH_MAX &&
+	    owner_path_canonical(json_string_value(v))) {
+		snprintf(out, PATH_MAX, "%s", json_string_value(v));
+		ok = true;
+	}
+	json_decref(doc);
+	return ok;
+}
+
 json_t *owner_to_json(const struct owner *o)
 {
 	json_t *doc = json_object();

@@ -81,6 +81,12 @@ int owner_build(struct owner *o, const char *workspace_root, pid_t pid,
 int owner_parse(const char *buf, size_t len, struct owner *o, char *why,
 		size_t whylen);
 
+/* For a document that failed owner_parse: copies its "workspace_root" into
+ * out when it is there, a string and canonical, so that a corrupt lock can
+ * still be named. Returns true when it did. The caller must check that the
+ * path's key is the lock's before trusting it. */
+bool owner_guess_workspace(const char *buf, size_t len, char out[PATH_MAX]);
+
 /* The document as a new jansson object (keys in DESIGN.md order), or NULL
  * on allocation failure or a path that is not valid UTF-8. */
 json_t *owner_to_json(const struct owner *o);

@@ -476,6 +476,11 @@ int registry_get(struct registry *reg, const char *key, bool probe,
 	}
 	if (owner_parse(e->raw, e->raw_len, &e->owner, why, sizeof(why)) != 0) {
 		set_corrupt(e, why);
+		if (owner_guess_workspace(e->raw, e->raw_len, e->workspace_root)) {
+			crypto_path_key(e->workspace_root, check);
+			if (strcmp(check, key) != 0)
+				e->workspace_root[0] = '\0';
+		}
 		goto done;
 	}
 	crypto_path_key(e->owner.workspace_root, check);

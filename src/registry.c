@@ -982,7 +982,8 @@ int registry_list(struct registry *reg, bool probe,
 		}
 		n++;
 	}
-	qsort(names, n, sizeof(*names), key_cmp);
+	if (n > 0)
+		qsort(names, n, sizeof(*names), key_cmp);
 	for (i = 0; i < n && rc == 0; i++) {
 		struct lock_entry e;
 

@@ -33,6 +33,7 @@ ALL_LDFLAGS = $(SAN) $(LDFLAGS)
 LIBS = $(PKG_LIBS) -lm
 
 CORE = src/error.o src/crypto.o src/platform.o src/fsx.o src/owner.o src/journal.o \
+       src/testhook.o \
        src/liveness.o src/registry.o
 CLI = src/cli.o src/supervise.o src/cmd_acquire.o src/cmd_release.o src/cmd_run.o \
       src/cmd_inspect.o src/cmd_recover.o src/cmd_reclaim.o src/main.o
@@ -49,6 +50,13 @@ src/%.o: src/%.c src/*.h
 tests/unit/%: tests/unit/%.c $(CORE)
 	$(CC) $(ALL_CFLAGS) -Isrc $(ALL_LDFLAGS) -o $@ $< $(CORE) $(LIBS)
 
+# The crash-test binary: the same sources with WSLOCK_TEST_HOOKS (see
+# src/testhook.h). Never installed.
+test-build: wslock-test
+
+wslock-test: $(CORE:.o=.c) $(CLI:.o=.c) src/*.h
+	$(CC) $(ALL_CFLAGS) -DWSLOCK_TEST_HOOKS $(ALL_LDFLAGS) -o $@ $(filter %.c,$^) $(LIBS)
+
 unit: $(UNIT)
 	@for t in $(UNIT); do ./$$t || exit 1; done
 
@@ -63,6 +71,6 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/wslock
 
 clean:
-	rm -f wslock src/*.o $(UNIT)
+	rm -f wslock wslock-test src/*.o $(UNIT)
 
-.PHONY: all unit check install uninstall clean
+.PHONY: all unit check install uninstall clean test-build

@@ -2,6 +2,7 @@
 #include "journal.h"
 #include "fsx.h"
 #include "platform.h"
+#include "testhook.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -73,6 +74,7 @@ int journal_append(int dir_fd, const char *path, const struct journal_event *ev,
 	}
 	if (fsx_check_private(&st, S_IFREG, jpath, err) != 0)
 		goto out;
+	CRASH_POINT("journal:opened");
 	/* One write(2) per line: with O_APPEND the kernel places it whole at
 	 * the end, so lines from concurrent writers never interleave. */
 	if (fsx_write_all(fd, text, len + 1) != 0 || fsx_fsync(fd) != 0) {

@@ -34,6 +34,7 @@
 #include "registry.h"
 #include "fsx.h"
 #include "journal.h"
+#include "testhook.h"
 #include "platform.h"
 
 #include <dirent.h>
@@ -779,10 +780,12 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 		wsl_error_errno(err, WSL_IO, errno, "cannot lock %s/live", path);
 		goto fail;
 	}
+	CRASH_POINT("acquire:staged");
 	if (fsx_fsync_dir(sfd) != 0) {
 		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s", path);
 		goto fail;
 	}
+	CRASH_POINT("acquire:staging-synced");
 	m = (struct marker_ctx){ reg, key, false, err };
 	if (for_each_ancestor(o->workspace_root, marker_apply, &m) != 0)
 		goto fail_markers;
@@ -790,11 +793,13 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s/nest", reg->path);
 		goto fail_markers;
 	}
+	CRASH_POINT("acquire:markers-written");
 	if (renameat2(reg->tmp_fd, stage, reg->locks_fd, key, RENAME_NOREPLACE) != 0) {
 		wsl_error_errno(err, WSL_IO, errno, "cannot publish the lock of %s",
 				o->workspace_root);
 		goto fail_markers;
 	}
+	CRASH_POINT("acquire:published");
 	if (fsx_fsync_dir(reg->locks_fd) != 0) {
 		/* Published but perhaps not durable: keep the lock, say so. */
 		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s/locks", reg->path);
@@ -806,6 +811,7 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 			fsx_close(lfd);
 		return 0;
 	}
+	CRASH_POINT("acquire:dir-synced");
 	fsx_close(sfd);
 	free(text);
 	if (live_fd != NULL)
@@ -875,8 +881,10 @@ static int unpublish(struct registry *reg, const char *key,
 	if (renameat2(reg->locks_fd, key, reg->tmp_fd, gone, RENAME_NOREPLACE) != 0)
 		return wsl_error_errno(err, WSL_IO, errno,
 				       "cannot remove the lock of %s", workspace);
+	CRASH_POINT("release:renamed");
 	m = (struct marker_ctx){ reg, key, true, err };
 	for_each_ancestor(workspace, marker_apply, &m);
+	CRASH_POINT("release:markers-removed");
 	/* A corrupt lock may be a symlink or a file: unlink it, never follow. */
 	if (fstatat(reg->tmp_fd, gone, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
 		unlinkat(reg->tmp_fd, gone, 0);
@@ -1088,6 +1096,7 @@ static int replace_owner(int lfd, const char *dirpath, const struct owner *next,
 				       dirpath);
 	}
 	free(text);
+	CRASH_POINT("takeover:owner-staged");
 	nfd = fsx_openat(lfd, "live.new", O_RDWR | O_CREAT | O_EXCL, 0600);
 	if (nfd < 0 || (live_fd != NULL && fsx_flock(nfd, LOCK_EX | LOCK_NB) != 0) ||
 	    renameat(lfd, "live.new", lfd, "live") != 0) {
@@ -1096,12 +1105,15 @@ static int replace_owner(int lfd, const char *dirpath, const struct owner *next,
 		unlinkat(lfd, "owner.json.new", 0);
 		return -1;
 	}
+	CRASH_POINT("takeover:live-replaced");
 	if (renameat(lfd, "owner.json.new", lfd, "owner.json") != 0) {
 		wsl_error_errno(err, WSL_IO, errno, "cannot replace %s/owner.json", dirpath);
 		fsx_close(nfd);
 		return -1;
 	}
+	CRASH_POINT("takeover:owner-replaced");
 	unlinkat(lfd, "retained.json", 0);
+	CRASH_POINT("takeover:retained-dropped");
 	if (fsx_fsync_dir(lfd) != 0) {
 		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s", dirpath);
 		fsx_close(nfd);
@@ -1172,6 +1184,7 @@ int registry_take_over(struct registry *reg, const char *workspace,
 		if (journal_append(reg->dir_fd, reg->path, &ev, err) != 0 ||
 		    unpublish(reg, key, workspace, err) != 0)
 			goto out;
+		CRASH_POINT("takeover:corrupt-removed");
 		rc = next != NULL ? publish(reg, next, live_fd, err) : 0;
 		goto out;
 	}
@@ -1215,6 +1228,7 @@ int registry_take_over(struct registry *reg, const char *workspace,
 	ev.liveness_reason = e->reason;
 	if (journal_append(reg->dir_fd, reg->path, &ev, err) != 0)
 		goto out;
+	CRASH_POINT("takeover:journaled");
 	if (next == NULL) {
 		rc = unpublish(reg, key, workspace, err);
 		goto out;
@@ -1268,6 +1282,7 @@ int registry_retain(struct registry *reg, const char *workspace,
 		wsl_error_errno(err, WSL_IO, errno, "cannot write %s/retained.json", dirpath);
 		goto out;
 	}
+	CRASH_POINT("retain:written");
 	rc = 0;
 out:
 	fsx_close(lfd);
@@ -1343,6 +1358,7 @@ int registry_garbage(struct registry *reg, bool remove, size_t *staging,
 				fsx_remove_dir_files(reg->tmp_fd, names[i]);
 			else
 				unlinkat(reg->tmp_fd, names[i], 0);
+			CRASH_POINT("garbage:staging-removed");
 		}
 		free_names(names, n);
 	}

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <time.h>
@@ -371,6 +372,24 @@ static int conflict_final(const char *ws, const struct lock_entry *e,
 	return 0;
 }
 
+/* Rewrites the terminal's current line: elapsed time and whom we wait for,
+ * cut to the terminal's width so that it never wraps. */
+static void status_line(long long elapsed_ms, const char *subject, const char *who)
+{
+	char line[4096];
+	struct winsize wsz;
+	size_t cols = 80;
+
+	if (ioctl(STDERR_FILENO, TIOCGWINSZ, &wsz) == 0 && wsz.ws_col > 0)
+		cols = wsz.ws_col;
+	snprintf(line, sizeof(line), "wslock: waiting %llds: %s locked by %s",
+		 elapsed_ms / 1000, subject, who);
+	if (cols < sizeof(line) && strlen(line) >= cols)
+		line[cols - 1] = '\0';
+	fprintf(stderr, "\r\033[K%s", line);
+	fflush(stderr);
+}
+
 /* --reclaim-dead: takes over the dead owner of e by the same
  * compare-and-swap as reclaim --yes. Returns 0 when it is gone (or changed
  * meanwhile: the caller retries), -1 with err otherwise. */
@@ -402,8 +421,12 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		const struct cli_wait *w, int *live_fd, struct wsl_error *err)
 {
 	const char *ws = o->workspace_root;
-	long long deadline = w->timeout_ms >= 0 ? now_ms() + w->timeout_ms : -1;
+	long long start = now_ms();
+	long long deadline = w->timeout_ms >= 0 ? start + w->timeout_ms : -1;
 	struct wsl_error werr = { 0 };
+	/* On a terminal the notice is one status line updated in place;
+	 * elsewhere (logs, CI) it is printed once. */
+	bool tty = !c->quiet && isatty(STDERR_FILENO);
 	bool told = false;
 	int watch, rc;
 
@@ -452,7 +475,10 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 			rc = -1;
 			break;
 		}
-		if (!told && !c->quiet) {
+		if (tty) {
+			status_line(now_ms() - start, subject, who);
+			told = true;
+		} else if (!told && !c->quiet) {
 			fprintf(stderr, "wslock: waiting: %s locked by %s\n", subject, who);
 			told = true;
 		}
@@ -468,6 +494,7 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 			pfd[nfds].fd = w->sigfd;
 			pfd[nfds++].events = POLLIN;
 		}
+		pfd[0].revents = pfd[1].revents = 0;
 		if (poll(pfd, (nfds_t)nfds, (int)wait_ms) < 0 && errno != EINTR) {
 			wsl_error_errno(err, WSL_OS, errno, "poll");
 			rc = -1;
@@ -482,6 +509,8 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 			}
 		}
 	}
+	if (tty && told)
+		fputs("\r\033[K", stderr);	/* clear the status line */
 	fsx_close(watch);
 	return rc;
 }
@@ -522,4 +551,83 @@ int cli_hold_option(struct cli_hold *h, int id, const char *arg,
 	default:
 		return 0;
 	}
+}
+
+int cli_parse_format(const char *arg, bool *text, struct wsl_error *err)
+{
+	if (strcmp(arg, "text") == 0)
+		*text = true;
+	else if (strcmp(arg, "json") == 0)
+		*text = false;
+	else
+		return wsl_error_set(err, WSL_USAGE, "--format takes json or text, not '%s'", arg);
+	return 0;
+}
+
+/* "45s", "3m05s", "2h07m", "3d04h" since an owner's acquired_at. */
+static void format_age(const char *iso, char *out, size_t len)
+{
+	struct tm tm = { 0 };
+	long long age;
+	time_t then;
+
+	if (sscanf(iso, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+		   &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6) {
+		snprintf(out, len, "?");
+		return;
+	}
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	then = timegm(&tm);
+	age = (long long)(time(NULL) - then);
+	if (age < 0)
+		age = 0;
+	if (age < 60)
+		snprintf(out, len, "%llds", age);
+	else if (age < 3600)
+		snprintf(out, len, "%lldm%02llds", age / 60, age % 60);
+	else if (age < 86400)
+		snprintf(out, len, "%lldh%02lldm", age / 3600, age % 3600 / 60);
+	else
+		snprintf(out, len, "%lldd%02lldh", age / 86400, age % 86400 / 3600);
+}
+
+int cli_print_table(const struct cli_row *rows, size_t n)
+{
+	size_t wcol = strlen("WORKSPACE"), i;
+
+	for (i = 0; i < n; i++) {
+		const char *name = rows[i].label ? rows[i].label :
+			rows[i].e->workspace_root[0] ? rows[i].e->workspace_root : rows[i].e->key;
+		if (strlen(name) > wcol)
+			wcol = strlen(name);
+	}
+	printf("%-*s  %-8s  %-8s  %-20s  %-7s  %s\n", (int)wcol, "WORKSPACE", "STATE",
+	       "LIVENESS", "HOLDER", "AGE", "PURPOSE");
+	for (i = 0; i < n; i++) {
+		const struct lock_entry *e = rows[i].e;
+		const char *name = rows[i].label ? rows[i].label :
+			e->workspace_root[0] ? e->workspace_root : e->key;
+		char holder[300] = "-", age[32] = "-";
+		const char *note = rows[i].note;
+
+		if (e->has_owner) {
+			snprintf(holder, sizeof(holder), "%ld@%s", (long)e->owner.pid, e->owner.host);
+			format_age(e->owner.acquired_at, age, sizeof(age));
+		}
+		printf("%-*s  %-8s  %-8s  %-20s  %-7s  %s\n", (int)wcol, name,
+		       lock_state_name(e->state),
+		       e->probed && e->has_owner ? liveness_name(e->liveness) : "-",
+		       holder, age, e->has_owner ? e->owner.purpose : "-");
+		if (note == NULL)
+			note = e->state == LOCK_CORRUPT ? e->problem :
+				e->probed && e->has_owner ? e->reason : NULL;
+		if (note != NULL && note[0] != '\0')
+			printf("%s  %s\n", rows[i].label ? "  " : "", note);
+	}
+	if (fflush(stdout) == EOF || ferror(stdout)) {
+		fprintf(stderr, "wslock: cannot write to standard output: %s\n", strerror(errno));
+		return wsl_code_exit(WSL_IO);
+	}
+	return 0;
 }

@@ -144,6 +144,7 @@ enum {
 	OPT_FORCE,
 	OPT_REASON,
 	OPT_YES,
+	OPT_FORMAT,
 };
 
 /* -w, -n, -E, --operation-id, --purpose as cli_option rows. */
@@ -211,3 +212,23 @@ void cli_exec(char **cmd) __attribute__((noreturn));
 /* Index of the first "--" in argv (argc when there is none): options and
  * operands before it, the command after it. */
 int cli_split_command(int argc, char **argv);
+
+/* --format text|json, for the commands a person reads (inspect, reclaim). */
+#define CLI_FORMAT_OPTION \
+	{ "format", OPT_FORMAT, required_argument, "FMT", \
+	  "json (default) or text: a table for people" }
+
+/* Parses a --format value: sets *text; -1 with a usage err otherwise. */
+int cli_parse_format(const char *arg, bool *text, struct wsl_error *err);
+
+/* One line of a text table: a lock and what to say under it (the liveness
+ * reason when note is NULL). */
+struct cli_row {
+	const struct lock_entry *e;
+	const char *label;	/* shown instead of the workspace, or NULL */
+	const char *note;
+};
+
+/* Prints rows on stdout as a table: workspace, state, liveness, holder
+ * pid@host, age, purpose; each followed by an indented reason line. */
+int cli_print_table(const struct cli_row *rows, size_t n);

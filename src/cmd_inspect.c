@@ -4,6 +4,7 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -12,19 +13,22 @@ static const struct cli_option inspect_options[] = {
 	{ "owner", OPT_OWNER, no_argument, NULL,
 	  "print only the owner document (or null): the input 'recover' expects" },
 	{ "all", OPT_ALL, no_argument, NULL, "list every lock in the registry" },
+	CLI_FORMAT_OPTION,
 	CLI_OPT_END
 };
 
 struct inspect_args {
 	bool owner_only;
 	bool all;
+	bool text;
 };
 
 static int inspect_option(int id, const char *arg, void *ctx, struct wsl_error *err)
 {
 	struct inspect_args *a = ctx;
 
-	(void)arg;
+	if (id == OPT_FORMAT)
+		return cli_parse_format(arg, &a->text, err);
 	if (id == OPT_OWNER)
 		a->owner_only = true;
 	else if (id == OPT_ALL)
@@ -41,10 +45,62 @@ static int list_one(const struct lock_entry *e, void *arg)
 	return json_array_append_new(locks, cli_entry_json(e)) == 0 ? 0 : -1;
 }
 
-static int inspect_all(struct cli *c, struct registry *reg, struct wsl_error *err)
-{
-	json_t *locks = json_array(), *out;
+struct text_list {
+	struct lock_entry *items;
+	size_t n, cap;
+};
 
+static int keep_one(const struct lock_entry *e, void *arg)
+{
+	struct text_list *t = arg;
+
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 16;
+		struct lock_entry *p = realloc(t->items, cap * sizeof(*p));
+		if (p == NULL)
+			return -1;
+		t->items = p;
+		t->cap = cap;
+	}
+	t->items[t->n] = *e;
+	/* The text table needs neither document bytes nor retained.json. */
+	t->items[t->n].raw = NULL;
+	t->items[t->n].retained = NULL;
+	t->n++;
+	return 0;
+}
+
+static int inspect_all(struct cli *c, struct registry *reg, bool text,
+		       struct wsl_error *err)
+{
+	json_t *locks, *out;
+
+	if (text) {
+		struct text_list t = { NULL, 0, 0 };
+		struct cli_row *rows;
+		size_t i;
+		int rc;
+
+		if (registry_list(reg, true, keep_one, &t, err) != 0) {
+			free(t.items);
+			if (err->code == WSL_OK)
+				wsl_error_set(err, WSL_OS, "out of memory");
+			return -1;
+		}
+		registry_coord_unlock(reg);
+		rows = calloc(t.n + 1, sizeof(*rows));
+		if (rows == NULL) {
+			free(t.items);
+			return wsl_error_set(err, WSL_OS, "out of memory");
+		}
+		for (i = 0; i < t.n; i++)
+			rows[i].e = &t.items[i];
+		rc = cli_print_table(rows, t.n);
+		free(rows);
+		free(t.items);
+		return rc;
+	}
+	locks = json_array();
 	if (registry_list(reg, true, list_one, locks, err) != 0) {
 		json_decref(locks);
 		if (err->code == WSL_OK)
@@ -58,7 +114,7 @@ static int inspect_all(struct cli *c, struct registry *reg, struct wsl_error *er
 }
 
 static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
-		       bool owner_only, struct wsl_error *err)
+		       bool owner_only, bool text, struct wsl_error *err)
 {
 	char ws[PATH_MAX], key[WSL_KEY_HEX + 1];
 	struct overlap *ov = NULL;
@@ -92,6 +148,31 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 				     "workspace %s does not exist and holds no lock", arg);
 	}
 	snprintf(e.workspace_root, sizeof(e.workspace_root), "%s", ws);
+	if (text) {
+		struct cli_row *rows = calloc(n + 1, sizeof(*rows));
+		char (*labels)[PATH_MAX + 32] = calloc(n + 1, sizeof(*labels));
+		int rc = -1;
+
+		if (rows != NULL && labels != NULL) {
+			rows[0].e = &e;
+			for (i = 0; i < n; i++) {
+				snprintf(labels[i], sizeof(labels[i]), "  %s %s",
+					 ov[i].ancestor ? "ancestor" : "descendant",
+					 ov[i].entry.workspace_root[0] ?
+					 ov[i].entry.workspace_root : ov[i].entry.key);
+				rows[i + 1].e = &ov[i].entry;
+				rows[i + 1].label = labels[i];
+			}
+			rc = cli_print_table(rows, n + 1);
+		} else {
+			wsl_error_set(err, WSL_OS, "out of memory");
+		}
+		free(rows);
+		free(labels);
+		lock_entry_free(&e);
+		registry_overlaps_free(ov, n);
+		return rc;
+	}
 	out = cli_entry_json(&e);
 	list = json_array();
 	for (i = 0; i < n; i++) {
@@ -108,7 +189,7 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 
 static int inspect_main(struct cli *c, int argc, char **argv)
 {
-	struct inspect_args a = { false, false };
+	struct inspect_args a = { false, false, false };
 	struct wsl_error err = { 0 };
 	char dir[PATH_MAX];
 	struct registry reg;
@@ -124,12 +205,14 @@ static int inspect_main(struct cli *c, int argc, char **argv)
 				 "inspect takes one WORKSPACE");
 	if (a.all && a.owner_only)
 		return cli_usage(c, "--owner and --all do not go together");
+	if (a.text && a.owner_only)
+		return cli_usage(c, "--owner prints the document itself; --format text does not apply");
 	if (registry_default_path(c->lock_dir, dir, &err) != 0 ||
 	    registry_open(&reg, dir, false, &err) != 0 ||
 	    registry_coord_lock(&reg, LOCK_SH, &err) != 0)
 		return cli_fail(c, &err);
-	rc = a.all ? inspect_all(c, &reg, &err) :
-		inspect_one(c, &reg, argv[first], a.owner_only, &err);
+	rc = a.all ? inspect_all(c, &reg, a.text, &err) :
+		inspect_one(c, &reg, argv[first], a.owner_only, a.text, &err);
 	registry_close(&reg);
 	if (rc < 0) {
 		status = cli_fail(c, &err);

@@ -17,6 +17,7 @@ static const struct cli_option reclaim_options[] = {
 	  "also reclaim owners of unknown liveness (another host)" },
 	{ "reason", OPT_REASON, required_argument, "TEXT",
 	  "why --force is safe, recorded in the journal (required with --force)" },
+	CLI_FORMAT_OPTION,
 	CLI_OPT_END
 };
 
@@ -24,6 +25,7 @@ struct reclaim_args {
 	bool yes;
 	bool force;
 	const char *reason;
+	bool text;
 };
 
 static int reclaim_option(int id, const char *arg, void *ctx, struct wsl_error *err)
@@ -31,6 +33,8 @@ static int reclaim_option(int id, const char *arg, void *ctx, struct wsl_error *
 	struct reclaim_args *a = ctx;
 
 	switch (id) {
+	case OPT_FORMAT:
+		return cli_parse_format(arg, &a->text, err);
 	case OPT_YES:
 		a->yes = true;
 		return 0;
@@ -179,7 +183,7 @@ static int reclaim_one(struct cli *c, struct registry *reg, const struct lock_en
 
 static int reclaim_main(struct cli *c, int argc, char **argv)
 {
-	struct reclaim_args a = { false, false, NULL };
+	struct reclaim_args a = { false, false, NULL, false };
 	struct candidates cands = { NULL, 0, 0 };
 	struct wsl_error err = { 0 };
 	struct cli_child ch = { 0 };
@@ -199,6 +203,8 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 	if (a.force != (a.reason != NULL))
 		return cli_usage(c, a.force ? "--force needs --reason TEXT" :
 				 "--reason goes with --force");
+	if (a.text && a.yes)
+		return cli_usage(c, "--format text is for the preview; --yes prints JSON");
 	if (dashdash < argc) {
 		ch.cmd = argv + dashdash + 1;
 		if (ch.cmd[0] == NULL)
@@ -216,6 +222,31 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 		goto fail;
 	registry_coord_unlock(&reg);
 
+	if (!a.yes && a.text) {
+		struct cli_row *rows = calloc(cands.n + 1, sizeof(*rows));
+		char (*notes)[1300] = calloc(cands.n + 1, sizeof(*notes));
+
+		if (rows == NULL || notes == NULL) {
+			free(rows);
+			free(notes);
+			wsl_error_set(&err, WSL_OS, "out of memory");
+			goto fail;
+		}
+		for (i = 0; i < cands.n; i++) {
+			bool ok = reclaimable(&cands.items[i], a.force, why, sizeof(why));
+			snprintf(notes[i], sizeof(notes[i]), "%s: %s",
+				 ok ? "reclaimable" : "kept", why);
+			rows[i].e = &cands.items[i];
+			rows[i].note = notes[i];
+		}
+		status = cli_print_table(rows, cands.n);
+		if (status == 0)
+			printf("garbage: %zu staging, %zu orphan markers; 'wslock reclaim --yes' removes what is reclaimable\n",
+			       staging, orphans);
+		free(rows);
+		free(notes);
+		goto done;
+	}
 	if (!a.yes) {
 		list = json_array();
 		for (i = 0; i < cands.n; i++) {

@@ -153,7 +153,7 @@ int etcd_open(struct etcd_client **out, const char *endpoints, long timeout_ms,
 	if (endpoints == NULL || endpoints[0] == '\0')
 		return wsl_error_set(err, WSL_USAGE, "no etcd endpoints given");
 	if (timeout_ms <= 0)
-		return wsl_error_set(err, WSL_INTERNAL,
+		return wsl_error_set(err, WSL_USAGE,
 				     "etcd timeout must be positive");
 	if (!curl_ready) {
 		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
@@ -261,6 +261,39 @@ static size_t write_body(char *data, size_t size, size_t nmemb, void *arg)
 	return body_add(arg, data, size * nmemb) < 0 ? 0 : size * nmemb;
 }
 
+/*
+ * Sets the handle up for one POST of len bytes at body to url: no signals,
+ * http(s) only, no redirects (curl's default), the whole transfer bounded
+ * by timeout_ms and the connection by connect_ms, the response to fn(arg).
+ * The connections of earlier transfers survive curl_easy_reset.
+ */
+static void prepare(struct etcd_client *c, const char *url,
+		    struct curl_slist *headers, const char *body, size_t len,
+		    long timeout_ms, long connect_ms,
+		    size_t (*fn)(char *, size_t, size_t, void *), void *arg)
+{
+	CURL *h = c->curl;
+
+	curl_easy_reset(h);
+	c->curl_err[0] = '\0';
+	curl_easy_setopt(h, CURLOPT_URL, url);
+#if LIBCURL_VERSION_NUM >= 0x075500
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS,
+			 (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->curl_err);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, fn);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, arg);
+}
+
 static bool transient_grpc(long long code)
 {
 	/* CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED,
@@ -337,20 +370,8 @@ static enum attempt_end attempt(struct etcd_client *c, const char *base,
 	why[0] = '\0';
 	snprintf(url, sizeof(url), "%s%s", base, path);
 
-	curl_easy_reset(c->curl);
-	c->curl_err[0] = '\0';
-	curl_easy_setopt(c->curl, CURLOPT_URL, url);
-	curl_easy_setopt(c->curl, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, c->curl_err);
-	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, c->headers);
-	curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, req);
-	curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req_len);
-	curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, c->timeout_ms);
-	curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms);
-	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, write_body);
-	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &b);
-
+	prepare(c, url, c->headers, req, req_len, c->timeout_ms, c->timeout_ms,
+		write_body, &b);
 	rc = curl_easy_perform(c->curl);
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
 	curl_easy_getinfo(c->curl, CURLINFO_REQUEST_SIZE, &request_size);
@@ -550,15 +571,16 @@ static int malformed(struct etcd_client *c, const char *path, const char *what,
 			     path, etcd_endpoint(c), what);
 }
 
+/* The response header's store revision: etcd always sends the header, and
+ * the revision is at least 1 (that of the empty store). */
 static int get_revision(json_t *doc, long long *rev)
 {
 	json_t *h = json_object_get(doc, "header");
 
-	*rev = 0;
-	if (h == NULL)
-		return 0;
-	if (!json_is_object(h) || get_int64(h, "revision", rev) < 0 || *rev < 0)
+	if (!json_is_object(h) || get_int64(h, "revision", rev) < 0 || *rev < 1) {
+		*rev = 0;
 		return -1;
+	}
 	return 0;
 }
 
@@ -937,7 +959,7 @@ int etcd_lease_grant(struct etcd_client *c, long long ttl_s,
 		     struct wsl_error *err)
 {
 	json_t *doc;
-	long long id, ttl;
+	long long id, ttl, rev;
 
 	*lease_id = 0;
 	if (ttl_s < 1 || ttl_s > 9000000000LL)
@@ -948,8 +970,8 @@ int etcd_lease_grant(struct etcd_client *c, long long ttl_s,
 	if (call(c, "/v3/lease/grant", lease_request("TTL", ttl_s), false, &doc,
 		 err) < 0)
 		return -1;
-	if (get_int64(doc, "ID", &id) < 0 || get_int64(doc, "TTL", &ttl) < 0 ||
-	    id == 0 || ttl <= 0) {
+	if (get_revision(doc, &rev) < 0 || get_int64(doc, "ID", &id) < 0 ||
+	    get_int64(doc, "TTL", &ttl) < 0 || id == 0 || ttl <= 0) {
 		json_decref(doc);
 		return malformed(c, "/v3/lease/grant", "bad ID or TTL", err);
 	}
@@ -964,7 +986,7 @@ int etcd_lease_keepalive(struct etcd_client *c, long long lease_id,
 			 long long *ttl_left_s, struct wsl_error *err)
 {
 	json_t *doc, *result;
-	long long id, ttl;
+	long long id, ttl, rev;
 
 	*ttl_left_s = 0;
 	/* a bidirectional stream: the gateway sends the one request, relays
@@ -973,7 +995,8 @@ int etcd_lease_keepalive(struct etcd_client *c, long long lease_id,
 		 &doc, err) < 0)
 		return -1;
 	result = json_object_get(doc, "result");
-	if (!json_is_object(result) || get_int64(result, "ID", &id) < 0 ||
+	if (!json_is_object(result) || get_revision(result, &rev) < 0 ||
+	    get_int64(result, "ID", &id) < 0 ||
 	    get_int64(result, "TTL", &ttl) < 0 || id != lease_id) {
 		json_decref(doc);
 		return malformed(c, "/v3/lease/keepalive", "bad result", err);
@@ -1129,21 +1152,9 @@ int etcd_wait_change(struct etcd_client *c, const char *key, size_t key_len,
 		}
 		memset(&w, 0, sizeof(w));
 		snprintf(url, sizeof(url), "%s/v3/watch", c->urls[idx]);
-		curl_easy_reset(c->curl);
-		c->curl_err[0] = '\0';
-		curl_easy_setopt(c->curl, CURLOPT_URL, url);
-		curl_easy_setopt(c->curl, CURLOPT_PROTOCOLS_STR, "http,https");
-		curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, c->curl_err);
-		curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, c->watch_headers);
-		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, text);
-		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE,
-				 (curl_off_t)strlen(text));
-		curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, (long)left);
-		curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS,
-				 left < c->timeout_ms ? (long)left : c->timeout_ms);
-		curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, write_watch);
-		curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &w);
+		prepare(c, url, c->watch_headers, text, strlen(text), (long)left,
+			left < c->timeout_ms ? (long)left : c->timeout_ms,
+			write_watch, &w);
 		rc = curl_easy_perform(c->curl);
 		free(w.buf.data);
 		if (w.changed) {

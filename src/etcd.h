@@ -145,8 +145,10 @@ struct etcd_txn_result {
  * ETCD_MAX_ENDPOINTS, a trailing slash is dropped).  timeout_ms (> 0) bounds
  * every request, and separately its connection to each endpoint.  Nothing is
  * contacted yet.  Returns 0 with *out set (free it with etcd_close), or -1:
- * WSL_USAGE for a malformed list, WSL_INTERNAL when libcurl cannot start or
- * out of memory.
+ * WSL_USAGE for a malformed list or timeout, WSL_INTERNAL when libcurl
+ * cannot start or out of memory.  The first call initialises libcurl
+ * (curl_global_init), which is not thread-safe: call it before starting
+ * threads.
  */
 int etcd_open(struct etcd_client **out, const char *endpoints, long timeout_ms,
 	      struct wsl_error *err);

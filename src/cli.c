@@ -17,11 +17,19 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { OPT_PRETTY = 1000 };
+enum { OPT_PRETTY = 1000, OPT_BACKEND, OPT_ETCD_ENDPOINTS, OPT_ETCD_PREFIX, OPT_LEASE_TTL };
 
 static const struct cli_option common_options[] = {
 	{ "lock-dir", 'd', required_argument, "DIR",
 	  "registry directory (default $WSLOCK_DIR, else ${XDG_STATE_HOME:-~/.local/state}/wslock)" },
+	{ "backend", OPT_BACKEND, required_argument, "NAME",
+	  "local (default, or $WSLOCK_BACKEND) or etcd" },
+	{ "etcd-endpoints", OPT_ETCD_ENDPOINTS, required_argument, "URLS",
+	  "etcd client URLs, comma-separated (default $WSLOCK_ETCD_ENDPOINTS)" },
+	{ "etcd-prefix", OPT_ETCD_PREFIX, required_argument, "PREFIX",
+	  "etcd key prefix (default /wslock/)" },
+	{ "lease-ttl", OPT_LEASE_TTL, required_argument, "SECONDS",
+	  "etcd: lease of a holder, kept alive while it runs (default 15)" },
 	{ "pretty", OPT_PRETTY, no_argument, NULL, "indent JSON output" },
 	{ "quiet", 'q', no_argument, NULL, "no waiting notice or hints on stderr" },
 	{ "verbose", 'v', no_argument, NULL, "say more on stderr" },
@@ -141,8 +149,26 @@ int cli_parse(struct cli *c, const struct cli_command *cmd, int argc,
 
 		switch (opt) {
 		case 'd':
-			c->lock_dir = optarg;
+			c->reg_cfg.lock_dir = optarg;
 			break;
+		case OPT_BACKEND:
+			c->reg_cfg.backend = optarg;
+			break;
+		case OPT_ETCD_ENDPOINTS:
+			c->reg_cfg.etcd_endpoints = optarg;
+			break;
+		case OPT_ETCD_PREFIX:
+			c->reg_cfg.etcd_prefix = optarg;
+			break;
+		case OPT_LEASE_TTL: {
+			long ttl;
+			if (cli_parse_long(optarg, 2, 3600, &ttl) != 0) {
+				*status = cli_usage(c, "--lease-ttl takes 2..3600 seconds, not '%s'", optarg);
+				goto done;
+			}
+			c->reg_cfg.lease_ttl_s = ttl;
+			break;
+		}
 		case 'h':
 			cli_help(cmd);
 			*status = 0;
@@ -430,20 +456,15 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 	bool told = false;
 	int watch, rc;
 
-	watch = registry_watch(reg, &werr);
+	watch = registry_wait_prepare(reg, &werr);
 	if (watch < 0 && c->verbose)
 		fprintf(stderr, "wslock: %s; polling instead\n", werr.message);
 	wsl_error_clear(&werr);
 	for (;;) {
 		struct lock_entry conflict;
-		struct pollfd pfd[2];
-		char who[1024], buf[4096], subject[2 * PATH_MAX + 64];
+		char who[1024], subject[2 * PATH_MAX + 64];
 		long long wait_ms;
-		int nfds = 0;
 
-		if (watch >= 0)
-			while (read(watch, buf, sizeof(buf)) > 0)
-				;
 		rc = registry_try_acquire(reg, o, live_fd, &conflict, err);
 		if (rc == ACQUIRE_DONE || rc < 0) {
 			lock_entry_free(&conflict);
@@ -486,21 +507,10 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		wait_ms = 250;
 		if (deadline >= 0 && deadline - now_ms() < wait_ms)
 			wait_ms = deadline - now_ms() < 0 ? 0 : deadline - now_ms();
-		if (watch >= 0) {
-			pfd[nfds].fd = watch;
-			pfd[nfds++].events = POLLIN;
-		}
-		if (w->sigfd >= 0) {
-			pfd[nfds].fd = w->sigfd;
-			pfd[nfds++].events = POLLIN;
-		}
-		pfd[0].revents = pfd[1].revents = 0;
-		if (poll(pfd, (nfds_t)nfds, (int)wait_ms) < 0 && errno != EINTR) {
-			wsl_error_errno(err, WSL_OS, errno, "poll");
-			rc = -1;
+		rc = registry_wait(reg, w->sigfd, (long)wait_ms, err);
+		if (rc < 0)
 			break;
-		}
-		if (w->sigfd >= 0 && (pfd[nfds - 1].revents & POLLIN)) {
+		if (rc == 1) {
 			struct signalfd_siginfo si;
 			if (read(w->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si) &&
 			    si.ssi_signo != SIGCHLD) {
@@ -511,7 +521,6 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 	}
 	if (tty && told)
 		fputs("\r\033[K", stderr);	/* clear the status line */
-	fsx_close(watch);
 	return rc;
 }
 

@@ -26,7 +26,7 @@ struct cli_option {
 /* State of one invocation, shared by every subcommand. */
 struct cli {
 	const char *cmd;	/* subcommand name, for messages and hints */
-	const char *lock_dir;	/* -d, or NULL for the default */
+	struct registry_config reg_cfg;	/* -d, --backend, --etcd-* */
 	bool json_errors;	/* errors also go to stdout as JSON */
 	bool pretty;
 	bool quiet;
@@ -127,8 +127,6 @@ int cli_conflict_status(const struct cli_wait *w, const struct wsl_error *err);
 extern const struct cli_command cmd_acquire, cmd_release, cmd_run, cmd_inspect,
 	cmd_recover, cmd_reclaim;
 
-#endif
-
 /* Option ids shared by acquire, run and recover. */
 enum {
 	OPT_OPERATION_ID = 300,
@@ -176,6 +174,8 @@ int cli_hold_option(struct cli_hold *h, int id, const char *arg,
 struct cli_child {
 	char **cmd;			/* argv, NULL-terminated */
 	const char *cwd;		/* chdir here before exec, or NULL */
+	bool stdout_to_stderr;		/* the command's stdout goes to our stderr
+					 * (reclaim: stdout is JSON only) */
 	bool retain_on_failure;		/* keep the lock, retained, if it fails */
 	int sigfd;			/* from cli_block_signals */
 	const sigset_t *orig_mask;	/* restored in the child */
@@ -232,3 +232,5 @@ struct cli_row {
 /* Prints rows on stdout as a table: workspace, state, liveness, holder
  * pid@host, age, purpose; each followed by an indented reason line. */
 int cli_print_table(const struct cli_row *rows, size_t n);
+
+#endif

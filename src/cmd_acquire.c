@@ -47,7 +47,7 @@ static int acquire_option(int id, const char *arg, void *ctx, struct wsl_error *
 static int acquire_main(struct cli *c, int argc, char **argv)
 {
 	struct acquire_args a = { .hold.wait = { false, -1, -1, -1, false }, .pid = 0 };
-	char dir[PATH_MAX], ws[PATH_MAX];
+	char ws[PATH_MAX];
 	struct wsl_error err = { 0 };
 	struct registry reg;
 	struct owner o;
@@ -63,8 +63,7 @@ static int acquire_main(struct cli *c, int argc, char **argv)
 				 "acquire takes one WORKSPACE");
 	if (a.pid == 0)
 		a.pid = getppid();
-	if (registry_default_path(c->lock_dir, dir, &err) != 0 ||
-	    registry_open(&reg, dir, true, &err) != 0)
+	if (registry_open(&reg, &c->reg_cfg, true, &err) != 0)
 		return cli_fail(c, &err);
 	if (registry_workspace(&reg, argv[first], false, ws, &err) != 0 ||
 	    owner_build(&o, ws, (pid_t)a.pid,

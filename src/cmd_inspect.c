@@ -116,7 +116,7 @@ static int inspect_all(struct cli *c, struct registry *reg, bool text,
 static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 		       bool owner_only, bool text, struct wsl_error *err)
 {
-	char ws[PATH_MAX], key[WSL_KEY_HEX + 1];
+	char ws[PATH_MAX];
 	struct overlap *ov = NULL;
 	struct lock_entry e;
 	struct stat st;
@@ -125,11 +125,8 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 
 	if (registry_workspace(reg, arg, true, ws, err) != 0)
 		return -1;
-	crypto_path_key(ws, key);
-	if (registry_get(reg, key, true, &e, err) != 0)
+	if (registry_get(reg, ws, true, &e, err) != 0)
 		return -1;
-	if (e.state == LOCK_CORRUPT)
-		snprintf(e.workspace_root, sizeof(e.workspace_root), "%s", ws);
 	if (owner_only) {
 		registry_coord_unlock(reg);
 		out = e.has_owner ? owner_to_json(&e.owner) : json_null();
@@ -191,7 +188,6 @@ static int inspect_main(struct cli *c, int argc, char **argv)
 {
 	struct inspect_args a = { false, false, false };
 	struct wsl_error err = { 0 };
-	char dir[PATH_MAX];
 	struct registry reg;
 	int first, status = 0, rc;
 
@@ -207,8 +203,7 @@ static int inspect_main(struct cli *c, int argc, char **argv)
 		return cli_usage(c, "--owner and --all do not go together");
 	if (a.text && a.owner_only)
 		return cli_usage(c, "--owner prints the document itself; --format text does not apply");
-	if (registry_default_path(c->lock_dir, dir, &err) != 0 ||
-	    registry_open(&reg, dir, false, &err) != 0 ||
+	if (registry_open(&reg, &c->reg_cfg, false, &err) != 0 ||
 	    registry_coord_lock(&reg, LOCK_SH, &err) != 0)
 		return cli_fail(c, &err);
 	rc = a.all ? inspect_all(c, &reg, a.text, &err) :

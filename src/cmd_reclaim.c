@@ -114,7 +114,7 @@ static bool reclaimable(const struct lock_entry *e, bool force, char *why, size_
 static int collect(struct registry *reg, int argc, char **argv, int first, int last,
 		   struct candidates *cands, struct wsl_error *err)
 {
-	char ws[PATH_MAX], key[WSL_KEY_HEX + 1];
+	char ws[PATH_MAX];
 	int i;
 
 	if (first == last)
@@ -127,11 +127,8 @@ static int collect(struct registry *reg, int argc, char **argv, int first, int l
 
 		if (registry_workspace(reg, argv[i], true, ws, err) != 0)
 			return -1;
-		crypto_path_key(ws, key);
-		if (registry_get(reg, key, true, &e, err) != 0)
+		if (registry_get(reg, ws, true, &e, err) != 0)
 			return -1;
-		if (e.state == LOCK_CORRUPT)
-			snprintf(e.workspace_root, sizeof(e.workspace_root), "%s", ws);
 		rc = e.state == LOCK_FREE ? 0 : keep(&e, cands);
 		lock_entry_free(&e);
 		if (rc != 0)
@@ -188,7 +185,7 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 	struct wsl_error err = { 0 };
 	struct cli_child ch = { 0 };
 	struct registry reg;
-	char dir[PATH_MAX], why[1200];
+	char why[1200];
 	bool have_reg = false;
 	size_t staging = 0, orphans = 0, i;
 	sigset_t orig;
@@ -212,8 +209,7 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 		if (!a.yes)
 			return cli_usage(c, "a cleanup COMMAND runs only with --yes");
 	}
-	if (registry_default_path(c->lock_dir, dir, &err) != 0 ||
-	    registry_open(&reg, dir, a.yes, &err) != 0)
+	if (registry_open(&reg, &c->reg_cfg, a.yes, &err) != 0)
 		goto fail;
 	have_reg = true;
 	if (registry_coord_lock(&reg, LOCK_SH, &err) != 0 ||
@@ -269,6 +265,7 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 		if (ch.sigfd < 0)
 			goto fail;
 		ch.orig_mask = &orig;
+		ch.stdout_to_stderr = true;
 	}
 	list = json_array();
 	skipped = json_array();
@@ -278,9 +275,9 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 		json_t *item;
 
 		if (!reclaimable(e, a.force, why, sizeof(why))) {
-			item = json_pack("{s:s,s:s}", "workspace_root",
-					 e->workspace_root[0] ? e->workspace_root : e->key,
-					 "why", why);
+			item = json_pack("{s:o,s:s}", "workspace_root",
+					 e->workspace_root[0] ? json_string(e->workspace_root) :
+					 json_null(), "why", why);
 			json_array_append_new(skipped, item);
 			continue;
 		}
@@ -346,6 +343,7 @@ const struct cli_command cmd_reclaim = {
 	"exact compare-and-swap as recover (an owner that changed meanwhile is skipped)\n"
 	"and clears garbage left by crashes. Retained, corrupt and live locks are\n"
 	"never removed. With COMMAND, it runs inside each reclaimed workspace under\n"
-	"its lock first (a cleanup hook); the exit status is then the first failing\n"
-	"COMMAND's. Every removal is appended to journal.jsonl.\n",
+	"its lock first (a cleanup hook; its stdout goes to stderr, stdout stays\n"
+	"JSON); the exit status is then the first failing COMMAND's. Every removal\n"
+	"is appended to journal.jsonl.\n",
 };

@@ -94,7 +94,7 @@ static int read_expected(const char *name, char **buf, size_t *len,
 static int recover_main(struct cli *c, int argc, char **argv)
 {
 	struct recover_args a = { 0 };
-	char dir[PATH_MAX], ws[PATH_MAX], why[256], purpose[OWNER_PURPOSE_MAX + 1];
+	char ws[PATH_MAX], why[256], purpose[OWNER_PURPOSE_MAX + 1];
 	struct wsl_error err = { 0 };
 	struct registry_expect x = { 0 };
 	struct cli_child ch = { 0 };
@@ -129,8 +129,7 @@ static int recover_main(struct cli *c, int argc, char **argv)
 	if (read_expected(a.expected, &raw, &raw_len, &err) != 0)
 		goto fail;
 	valid = owner_parse(raw, raw_len, &expected, why, sizeof(why)) == 0;
-	if (registry_default_path(c->lock_dir, dir, &err) != 0 ||
-	    registry_open(&reg, dir, true, &err) != 0)
+	if (registry_open(&reg, &c->reg_cfg, true, &err) != 0)
 		goto fail;
 	have_reg = true;
 	if (registry_workspace(&reg, argv[first], ch.cmd == NULL, ws, &err) != 0)

@@ -32,7 +32,7 @@ static int release_option(int id, const char *arg, void *ctx, struct wsl_error *
 
 static int release_main(struct cli *c, int argc, char **argv)
 {
-	char dir[PATH_MAX], ws[PATH_MAX];
+	char ws[PATH_MAX];
 	struct wsl_error err = { 0 };
 	const char *token = NULL;
 	struct registry reg;
@@ -49,8 +49,7 @@ static int release_main(struct cli *c, int argc, char **argv)
 				 "release takes one WORKSPACE");
 	if (token == NULL)
 		return cli_usage(c, "release needs --token TOKEN");
-	if (registry_default_path(c->lock_dir, dir, &err) != 0 ||
-	    registry_open(&reg, dir, true, &err) != 0)
+	if (registry_open(&reg, &c->reg_cfg, true, &err) != 0)
 		return cli_fail(c, &err);
 	/* A workspace deleted while locked can still be released by path. */
 	if (registry_workspace(&reg, argv[first], true, ws, &err) != 0 ||

@@ -52,7 +52,7 @@ static int run_option(int id, const char *arg, void *ctx, struct wsl_error *err)
 static int run_main(struct cli *c, int argc, char **argv)
 {
 	struct run_args a = { .hold.wait = { false, -1, -1, -1, false } };
-	char dir[PATH_MAX], ws[PATH_MAX], nested[PATH_MAX];
+	char ws[PATH_MAX], nested[PATH_MAX];
 	char purpose[OWNER_PURPOSE_MAX + 1];
 	struct wsl_error err = { 0 };
 	struct cli_child ch = { 0 };
@@ -77,8 +77,7 @@ static int run_main(struct cli *c, int argc, char **argv)
 		return cli_usage(c, "run needs a COMMAND after --");
 	ch.retain_on_failure = a.retain;
 
-	if (registry_default_path(c->lock_dir, dir, &err) != 0 ||
-	    registry_open(&reg, dir, true, &err) != 0)
+	if (registry_open(&reg, &c->reg_cfg, true, &err) != 0)
 		return cli_fail(c, &err);
 	if (registry_workspace(&reg, argv[first], false, ws, &err) != 0)
 		goto fail;

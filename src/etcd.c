@@ -1156,6 +1156,10 @@ int etcd_wait_change(struct etcd_client *c, const char *key, size_t key_len,
 			left < c->timeout_ms ? (long)left : c->timeout_ms,
 			write_watch, &w);
 		rc = curl_easy_perform(c->curl);
+		/* the gateway ends a stream with an error object that has no
+		 * newline after it */
+		if (!w.changed && !w.failed && w.buf.len > 0)
+			watch_line(&w, w.buf.data, w.buf.len);
 		free(w.buf.data);
 		if (w.changed) {
 			c->current = idx;

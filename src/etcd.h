@@ -14,13 +14,14 @@
  * of memory or for arguments the client refuses (too large, bad TTL).
  *
  * Failover: endpoints are tried in order starting with the one that last
- * worked.  A read-only request (range, a txn without put or delete, lease
- * keepalive, watch) moves on to the next endpoint after any transport error
- * or transient etcd error.  A request that may change the store (a txn with
- * put or delete, lease grant or revoke) moves on only when it cannot have
- * been applied: nothing was sent (connection refused, unresolvable host,
- * connect timeout) or etcd refused it before proposing it ("no leader", "too
- * many requests", "not capable").  Any other failure of such a request
+ * worked.  A request that is safe to repeat (range, a txn without put or
+ * delete, lease grant (a duplicate is an orphan lease that expires), lease
+ * keepalive and revoke, watch) moves on to the next endpoint after any
+ * transport error or transient etcd error.  A txn with put or delete moves
+ * on only when it cannot have been applied: nothing was sent (connection
+ * refused, unresolvable host, connect timeout) or etcd refused it before
+ * proposing it ("no leader", "too many requests", "not capable").  Each
+ * attempt has the full timeout, so a call may take n_endpoints times it.  Any other failure of such a request
  * leaves its outcome unknown: the message says "outcome unknown" and the
  * caller must read the key back before concluding anything.
  *

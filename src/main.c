@@ -32,6 +32,7 @@ static void usage(FILE *out)
 		fprintf(out, "  %-9s %s\n", commands[i]->name, commands[i]->summary);
 	fprintf(out, "\nglobal options:\n"
 		"  -d, --lock-dir DIR  registry directory (also accepted after COMMAND)\n"
+		"      --backend NAME  local (default) or etcd; --etcd-endpoints URLS\n"
 		"  -h, --help          show this help; 'wslock COMMAND --help' for one command\n"
 		"  -V, --version       print the version\n\n"
 		"See wslock(1).\n");
@@ -81,16 +82,25 @@ int main(int argc, char **argv)
 		} else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
 			printf("wslock %s\n", WSLOCK_VERSION);
 			return 0;
-		} else if (strcmp(a, "-d") == 0 || strcmp(a, "--lock-dir") == 0) {
+		} else if (strcmp(a, "-d") == 0 || strcmp(a, "--lock-dir") == 0 ||
+			   strcmp(a, "--backend") == 0 || strcmp(a, "--etcd-endpoints") == 0) {
 			if (i + 1 >= argc)
 				return cli_usage(&c, "option %s needs a value", a);
-			c.lock_dir = argv[i + 1];
+			if (a[1] == 'd' || strcmp(a, "--lock-dir") == 0)
+				c.reg_cfg.lock_dir = argv[i + 1];
+			else if (strcmp(a, "--backend") == 0)
+				c.reg_cfg.backend = argv[i + 1];
+			else
+				c.reg_cfg.etcd_endpoints = argv[i + 1];
 			i += 2;
 		} else if (strncmp(a, "--lock-dir=", 11) == 0) {
-			c.lock_dir = a + 11;
+			c.reg_cfg.lock_dir = a + 11;
+			i++;
+		} else if (strncmp(a, "--backend=", 10) == 0) {
+			c.reg_cfg.backend = a + 10;
 			i++;
 		} else if (strncmp(a, "-d", 2) == 0) {
-			c.lock_dir = a + 2;
+			c.reg_cfg.lock_dir = a + 2;
 			i++;
 		} else {
 			return cli_usage(&c, "unknown option %s before the command", a);

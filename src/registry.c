@@ -32,12 +32,14 @@
  * The coordination lock is dropped by the kernel in every case.
  */
 #include "registry.h"
+#include "backend.h"
 #include "fsx.h"
 #include "journal.h"
 #include "testhook.h"
 #include "platform.h"
 
 #include <dirent.h>
+#include <poll.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -49,29 +51,6 @@
 #include <unistd.h>
 
 #define STAGE_NAME_MAX 64
-
-const char *lock_state_name(enum lock_state s)
-{
-	switch (s) {
-	case LOCK_FREE:
-		return "free";
-	case LOCK_HELD:
-		return "held";
-	case LOCK_RETAINED:
-		return "retained";
-	case LOCK_CORRUPT:
-	default:
-		return "corrupt";
-	}
-}
-
-void lock_entry_free(struct lock_entry *e)
-{
-	free(e->raw);
-	free(e->retained);
-	memset(e, 0, sizeof(*e));
-	e->state = LOCK_FREE;
-}
 
 /* Joins a and b with '/' into out; fails with WSL_UNSAFE_PATH when the
  * result would not fit in PATH_MAX. */
@@ -87,51 +66,6 @@ static int path_join(char out[PATH_MAX], const char *a, const char *b,
 	memmove(out, a, la);
 	out[la] = '/';
 	memmove(out + la + 1, b, lb + 1);
-	return 0;
-}
-
-int registry_default_path(const char *dir, char out[PATH_MAX],
-			  struct wsl_error *err)
-{
-	char base[PATH_MAX], cwd[PATH_MAX];
-	const char *env;
-	int n;
-
-	if (dir == NULL || dir[0] == '\0') {
-		env = getenv("WSLOCK_DIR");
-		if (env != NULL && env[0] != '\0') {
-			dir = env;
-		} else {
-			env = getenv("XDG_STATE_HOME");
-			if (env != NULL && env[0] == '/') {
-				n = snprintf(base, sizeof(base), "%s/wslock", env);
-			} else {
-				env = getenv("HOME");
-				if (env == NULL || env[0] != '/')
-					return wsl_error_set(err, WSL_USAGE,
-							     "no registry directory: set -d, WSLOCK_DIR or HOME");
-				n = snprintf(base, sizeof(base), "%s/.local/state/wslock", env);
-			}
-			if (n < 0 || n >= (int)sizeof(base))
-				return wsl_error_set(err, WSL_UNSAFE_PATH,
-						     "registry path is longer than PATH_MAX");
-			dir = base;
-		}
-	}
-	if (dir[0] == '/') {
-		n = snprintf(out, PATH_MAX, "%s", dir);
-	} else {
-		if (getcwd(cwd, sizeof(cwd)) == NULL)
-			return wsl_error_errno(err, WSL_OS, errno,
-					       "cannot get the working directory");
-		n = snprintf(out, PATH_MAX, "%s/%s", cwd, dir);
-	}
-	if (n < 0 || n >= PATH_MAX)
-		return wsl_error_set(err, WSL_UNSAFE_PATH,
-				     "registry path is longer than PATH_MAX");
-	/* Trailing slashes would make lstat follow a symlink. */
-	while (n > 1 && out[n - 1] == '/')
-		out[--n] = '\0';
 	return 0;
 }
 
@@ -154,11 +88,14 @@ static int make_parents(const char *path, struct wsl_error *err)
 	return 0;
 }
 
+static void local_close(struct registry *reg);
+
 static void registry_init(struct registry *reg)
 {
 	memset(reg, 0, sizeof(*reg));
+	reg->ops = &registry_local_ops;
 	reg->dir_fd = reg->locks_fd = reg->nest_fd = reg->tmp_fd = -1;
-	reg->coord_fd = -1;
+	reg->coord_fd = reg->watch_fd = -1;
 }
 
 /* Opens (or with create makes) the subdirectory name; *fd stays -1 when it
@@ -181,8 +118,8 @@ static int open_subdir(struct registry *reg, const char *name, bool create,
 	return 0;
 }
 
-int registry_open(struct registry *reg, const char *path, bool create,
-		  struct wsl_error *err)
+int local_open(struct registry *reg, const char *path, bool create,
+	       struct wsl_error *err)
 {
 	const char *netfs, *allow;
 	struct stat st;
@@ -260,12 +197,14 @@ int registry_open(struct registry *reg, const char *path, bool create,
 fail:
 	if (err->code == WSL_OK)
 		wsl_error_errno(err, WSL_IO, errno, "cannot open registry %s", path);
-	registry_close(reg);
+	local_close(reg);
 	return -1;
 }
 
-void registry_close(struct registry *reg)
+static void local_close(struct registry *reg)
 {
+	fsx_close(reg->watch_fd);
+	reg->watch_fd = -1;
 	fsx_close(reg->coord_fd);
 	fsx_close(reg->tmp_fd);
 	fsx_close(reg->nest_fd);
@@ -276,116 +215,7 @@ void registry_close(struct registry *reg)
 	reg->coord_held = 0;
 }
 
-/* Folds an absolute path lexically: "//" and "." dropped, ".." pops. */
-static int fold_path(const char *in, char out[PATH_MAX])
-{
-	size_t len = 0;
-	const char *p = in;
-
-	out[0] = '\0';
-	while (*p != '\0') {
-		const char *start;
-		size_t n;
-
-		while (*p == '/')
-			p++;
-		start = p;
-		while (*p != '\0' && *p != '/')
-			p++;
-		n = (size_t)(p - start);
-		if (n == 0 || (n == 1 && start[0] == '.'))
-			continue;
-		if (n == 2 && start[0] == '.' && start[1] == '.') {
-			while (len > 0 && out[len - 1] != '/')
-				len--;
-			if (len > 0)
-				len--;
-			out[len] = '\0';
-			continue;
-		}
-		if (len + 1 + n >= PATH_MAX)
-			return -1;
-		out[len++] = '/';
-		memcpy(out + len, start, n);
-		len += n;
-		out[len] = '\0';
-	}
-	if (len == 0) {
-		out[0] = '/';
-		out[1] = '\0';
-	}
-	return 0;
-}
-
-/* True when inner is outer or lies below it. */
-static bool path_within(const char *inner, const char *outer)
-{
-	size_t n = strlen(outer);
-
-	if (strcmp(outer, "/") == 0)
-		return true;
-	return strncmp(inner, outer, n) == 0 &&
-	       (inner[n] == '\0' || inner[n] == '/');
-}
-
-int registry_workspace(const struct registry *reg, const char *arg,
-		       bool allow_missing, char out[PATH_MAX],
-		       struct wsl_error *err)
-{
-	char abs[PATH_MAX], cwd[PATH_MAX];
-	struct stat st;
-	json_t *probe;
-
-	if (arg[0] == '\0')
-		return wsl_error_set(err, WSL_USAGE, "empty workspace path");
-	if (realpath(arg, out) == NULL) {
-		int e = errno;
-		if (!allow_missing || (e != ENOENT && e != ENOTDIR))
-			return wsl_error_errno(err, WSL_NO_WORKSPACE, e,
-					       "workspace %s", arg);
-		if (arg[0] == '/') {
-			snprintf(abs, sizeof(abs), "%s", arg);
-		} else {
-			if (getcwd(cwd, sizeof(cwd)) == NULL ||
-			    snprintf(abs, sizeof(abs), "%s/%s", cwd, arg) >= (int)sizeof(abs))
-				return wsl_error_errno(err, WSL_NO_WORKSPACE, e,
-						       "workspace %s", arg);
-		}
-		if (fold_path(abs, out) != 0)
-			return wsl_error_set(err, WSL_UNSAFE_PATH,
-					     "workspace path %s is longer than PATH_MAX", arg);
-	} else {
-		if (stat(out, &st) != 0)
-			return wsl_error_errno(err, WSL_NO_WORKSPACE, errno,
-					       "workspace %s", arg);
-		if (!S_ISDIR(st.st_mode))
-			return wsl_error_set(err, WSL_NO_WORKSPACE,
-					     "workspace %s is not a directory", arg);
-	}
-	if (strcmp(out, "/") == 0)
-		return wsl_error_set(err, WSL_UNSAFE_PATH,
-				     "refusing / as a workspace: it would contain every other workspace and the registry");
-	if (!owner_path_canonical(out))
-		return wsl_error_set(err, WSL_UNSAFE_PATH,
-				     "workspace path %s has control characters",
-				     arg);
-	probe = json_string(out);
-	if (probe == NULL)
-		return wsl_error_set(err, WSL_UNSAFE_PATH,
-				     "workspace path %s is not valid UTF-8", arg);
-	json_decref(probe);
-	if (path_within(reg->real, out) || path_within(reg->path, out))
-		return wsl_error_set(err, WSL_UNSAFE_PATH,
-				     "registry %s lies inside workspace %s; choose a registry outside it (-d or WSLOCK_DIR)",
-				     reg->path, out);
-	if (path_within(out, reg->real))
-		return wsl_error_set(err, WSL_UNSAFE_PATH,
-				     "workspace %s lies inside the registry %s",
-				     out, reg->path);
-	return 0;
-}
-
-int registry_coord_lock(struct registry *reg, int op, struct wsl_error *err)
+static int local_lock(struct registry *reg, int op, struct wsl_error *err)
 {
 	if (reg->coord_fd < 0) {
 		if (op == LOCK_EX)
@@ -400,7 +230,7 @@ int registry_coord_lock(struct registry *reg, int op, struct wsl_error *err)
 	return 0;
 }
 
-void registry_coord_unlock(struct registry *reg)
+static void local_unlock(struct registry *reg)
 {
 	if (reg->coord_fd >= 0 && reg->coord_held != 0)
 		fsx_flock(reg->coord_fd, LOCK_UN);
@@ -425,8 +255,8 @@ static void set_corrupt(struct lock_entry *e, const char *why)
 	snprintf(e->problem, sizeof(e->problem), "%s", why);
 }
 
-int registry_get(struct registry *reg, const char *key, bool probe,
-		 struct lock_entry *e, struct wsl_error *err)
+static int local_get_key(struct registry *reg, const char *key, bool probe,
+			 struct lock_entry *e, struct wsl_error *err)
 {
 	char dirpath[PATH_MAX], path[PATH_MAX], why[256];
 	char check[WSL_KEY_HEX + 1];
@@ -513,27 +343,6 @@ done:
 	return 0;
 }
 
-/* Calls fn(ancestor, arg) for each proper ancestor of path, nearest first,
- * "/" excluded. */
-static int for_each_ancestor(const char *path,
-			     int (*fn)(const char *ancestor, void *arg), void *arg)
-{
-	char buf[PATH_MAX];
-	char *slash;
-	int rc;
-
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (;;) {
-		slash = strrchr(buf, '/');
-		if (slash == NULL || slash == buf)
-			return 0;
-		*slash = '\0';
-		rc = fn(buf, arg);
-		if (rc != 0)
-			return rc;
-	}
-}
-
 struct overlap_ctx {
 	struct registry *reg;
 	bool probe;
@@ -566,7 +375,7 @@ static int overlap_ancestor(const char *ancestor, void *arg)
 	struct lock_entry e;
 
 	crypto_path_key(ancestor, key);
-	if (registry_get(c->reg, key, c->probe, &e, c->err) != 0)
+	if (local_get_key(c->reg, key, c->probe, &e, c->err) != 0)
 		return -1;
 	if (e.state == LOCK_FREE)
 		return 0;
@@ -614,13 +423,13 @@ static int overlap_descendants(struct overlap_ctx *c, const char *workspace)
 
 		if (!key_valid(de->d_name))
 			continue;
-		if (registry_get(c->reg, de->d_name, c->probe, &e, c->err) != 0) {
+		if (local_get_key(c->reg, de->d_name, c->probe, &e, c->err) != 0) {
 			closedir(dir);
 			return -1;
 		}
 		if (e.state == LOCK_FREE)
 			continue;	/* an orphan marker */
-		if (e.state != LOCK_CORRUPT && !path_within(e.workspace_root, workspace)) {
+		if (e.state != LOCK_CORRUPT && !registry_path_within(e.workspace_root, workspace)) {
 			lock_entry_free(&e);
 			continue;	/* not really below: ignore */
 		}
@@ -636,14 +445,14 @@ static int overlap_descendants(struct overlap_ctx *c, const char *workspace)
 	return 0;
 }
 
-int registry_overlaps(struct registry *reg, const char *workspace, bool probe,
-		      struct overlap **out, size_t *n, struct wsl_error *err)
+static int local_overlaps(struct registry *reg, const char *workspace, bool probe,
+			  struct overlap **out, size_t *n, struct wsl_error *err)
 {
 	struct overlap_ctx c = { reg, probe, NULL, 0, 0, err };
 
 	*out = NULL;
 	*n = 0;
-	if (for_each_ancestor(workspace, overlap_ancestor, &c) != 0 ||
+	if (registry_for_each_ancestor(workspace, overlap_ancestor, &c) != 0 ||
 	    overlap_descendants(&c, workspace) != 0) {
 		registry_overlaps_free(c.items, c.n);
 		return -1;
@@ -651,15 +460,6 @@ int registry_overlaps(struct registry *reg, const char *workspace, bool probe,
 	*out = c.items;
 	*n = c.n;
 	return 0;
-}
-
-void registry_overlaps_free(struct overlap *o, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		lock_entry_free(&o[i].entry);
-	free(o);
 }
 
 /* How much waiting cannot cure a conflict: higher is reported first. */
@@ -787,7 +587,7 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 	}
 	CRASH_POINT("acquire:staging-synced");
 	m = (struct marker_ctx){ reg, key, false, err };
-	if (for_each_ancestor(o->workspace_root, marker_apply, &m) != 0)
+	if (registry_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0)
 		goto fail_markers;
 	if (fsx_fsync_dir(reg->nest_fd) != 0) {
 		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s/nest", reg->path);
@@ -821,7 +621,7 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 	return 0;
 fail_markers:
 	m.remove = true;
-	for_each_ancestor(o->workspace_root, marker_apply, &m);
+	registry_for_each_ancestor(o->workspace_root, marker_apply, &m);
 fail:
 	fsx_close(lfd);
 	fsx_close(sfd);
@@ -830,9 +630,9 @@ fail:
 	return -1;
 }
 
-int registry_try_acquire(struct registry *reg, const struct owner *o,
-			 int *live_fd, struct lock_entry *conflict,
-			 struct wsl_error *err)
+static int local_try_acquire(struct registry *reg, const struct owner *o,
+			     int *live_fd, struct lock_entry *conflict,
+			     struct wsl_error *err)
 {
 	char key[WSL_KEY_HEX + 1];
 	struct overlap *ov = NULL;
@@ -842,17 +642,17 @@ int registry_try_acquire(struct registry *reg, const struct owner *o,
 
 	memset(conflict, 0, sizeof(*conflict));
 	conflict->state = LOCK_FREE;
-	if (registry_coord_lock(reg, LOCK_EX, err) != 0)
+	if (local_lock(reg, LOCK_EX, err) != 0)
 		return -1;
 	crypto_path_key(o->workspace_root, key);
-	if (registry_get(reg, key, true, &self, err) != 0)
+	if (local_get_key(reg, key, true, &self, err) != 0)
 		goto out;
 	if (self.state == LOCK_CORRUPT)
 		snprintf(self.workspace_root, sizeof(self.workspace_root), "%s",
 			 o->workspace_root);
 	if (self.state != LOCK_FREE)
 		conflict_keep(conflict, &self);
-	if (registry_overlaps(reg, o->workspace_root, true, &ov, &n, err) != 0)
+	if (local_overlaps(reg, o->workspace_root, true, &ov, &n, err) != 0)
 		goto out;
 	for (i = 0; i < n; i++)
 		conflict_keep(conflict, &ov[i].entry);
@@ -863,7 +663,7 @@ int registry_try_acquire(struct registry *reg, const struct owner *o,
 	rc = publish(reg, o, live_fd, err) == 0 ? ACQUIRE_DONE : -1;
 out:
 	registry_overlaps_free(ov, n);
-	registry_coord_unlock(reg);
+	local_unlock(reg);
 	return rc;
 }
 
@@ -883,7 +683,7 @@ static int unpublish(struct registry *reg, const char *key,
 				       "cannot remove the lock of %s", workspace);
 	CRASH_POINT("release:renamed");
 	m = (struct marker_ctx){ reg, key, true, err };
-	for_each_ancestor(workspace, marker_apply, &m);
+	registry_for_each_ancestor(workspace, marker_apply, &m);
 	CRASH_POINT("release:markers-removed");
 	/* A corrupt lock may be a symlink or a file: unlink it, never follow. */
 	if (fstatat(reg->tmp_fd, gone, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
@@ -893,9 +693,9 @@ static int unpublish(struct registry *reg, const char *key,
 	return 0;
 }
 
-int registry_release(struct registry *reg, const char *workspace,
-		     const char *token, struct owner *released,
-		     struct wsl_error *err)
+static int local_release(struct registry *reg, const char *workspace,
+			 const char *token, struct owner *released,
+			 struct wsl_error *err)
 {
 	char key[WSL_KEY_HEX + 1];
 	struct lock_entry e;
@@ -903,10 +703,10 @@ int registry_release(struct registry *reg, const char *workspace,
 
 	if (reg->locks_fd < 0)
 		return wsl_error_set(err, WSL_NOT_HELD, "%s is not locked", workspace);
-	if (registry_coord_lock(reg, LOCK_EX, err) != 0)
+	if (local_lock(reg, LOCK_EX, err) != 0)
 		return -1;
 	crypto_path_key(workspace, key);
-	if (registry_get(reg, key, false, &e, err) != 0)
+	if (local_get_key(reg, key, false, &e, err) != 0)
 		goto out;
 	switch (e.state) {
 	case LOCK_FREE:
@@ -944,7 +744,7 @@ int registry_release(struct registry *reg, const char *workspace,
 	rc = 0;
 out:
 	lock_entry_free(&e);
-	registry_coord_unlock(reg);
+	local_unlock(reg);
 	return rc;
 }
 
@@ -953,9 +753,9 @@ static int key_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int registry_list(struct registry *reg, bool probe,
-		  int (*fn)(const struct lock_entry *e, void *arg), void *arg,
-		  struct wsl_error *err)
+static int local_list(struct registry *reg, bool probe,
+		      int (*fn)(const struct lock_entry *e, void *arg), void *arg,
+		      struct wsl_error *err)
 {
 	char **names = NULL;
 	size_t n = 0, cap = 0, i;
@@ -999,7 +799,7 @@ int registry_list(struct registry *reg, bool probe,
 			memset(&e, 0, sizeof(e));
 			snprintf(e.key, sizeof(e.key), "%.64s", names[i]);
 			set_corrupt(&e, "unexpected entry in locks/");
-		} else if (registry_get(reg, names[i], probe, &e, err) != 0) {
+		} else if (local_get_key(reg, names[i], probe, &e, err) != 0) {
 			rc = -1;
 			break;
 		}
@@ -1013,64 +813,6 @@ out:
 		free(names[i]);
 	free(names);
 	return rc;
-}
-
-struct token_ctx {
-	struct registry *reg;
-	const char *token;
-	char *out;
-	struct wsl_error *err;
-};
-
-static int token_match(const char *ws, void *arg)
-{
-	struct token_ctx *t = arg;
-	char key[WSL_KEY_HEX + 1];
-	struct lock_entry e;
-	int found;
-
-	crypto_path_key(ws, key);
-	if (registry_get(t->reg, key, false, &e, t->err) != 0)
-		return -1;
-	found = e.has_owner && strcmp(e.owner.token, t->token) == 0;
-	if (found)
-		snprintf(t->out, PATH_MAX, "%s", e.owner.workspace_root);
-	lock_entry_free(&e);
-	return found;
-}
-
-int registry_find_token(struct registry *reg, const char *workspace,
-			const char *token, char out[PATH_MAX],
-			struct wsl_error *err)
-{
-	struct token_ctx t = { reg, token, out, err };
-	int rc;
-
-	rc = token_match(workspace, &t);
-	if (rc != 0)
-		return rc;
-	return for_each_ancestor(workspace, token_match, &t);
-}
-
-int registry_watch(struct registry *reg, struct wsl_error *err)
-{
-	char path[PATH_MAX];
-	int fd;
-
-	if (path_join(path, reg->path, "locks", err) != 0)
-		return -1;
-	fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (fd < 0)
-		return wsl_error_errno(err, WSL_OS, errno, "inotify_init1");
-	/* A release renames locks/KEY away (IN_MOVED_FROM); a hand removal
-	 * deletes it (IN_DELETE). IN_ONLYDIR|IN_DONT_FOLLOW: never a symlink. */
-	if (inotify_add_watch(fd, path, IN_MOVED_FROM | IN_DELETE | IN_ONLYDIR |
-			      IN_DONT_FOLLOW) < 0) {
-		wsl_error_errno(err, WSL_OS, errno, "inotify_add_watch %s", path);
-		fsx_close(fd);
-		return -1;
-	}
-	return fd;
 }
 
 /* Hands the lock directory lfd over to next in place: owner.json and live
@@ -1126,10 +868,10 @@ static int replace_owner(int lfd, const char *dirpath, const struct owner *next,
 	return 0;
 }
 
-int registry_take_over(struct registry *reg, const char *workspace,
-		       const struct registry_expect *x, const struct owner *next,
-		       int *live_fd, struct lock_entry *prior,
-		       struct wsl_error *err)
+static int local_take_over(struct registry *reg, const char *workspace,
+			   const struct registry_expect *x, const struct owner *next,
+			   int *live_fd, struct lock_entry *prior,
+			   struct wsl_error *err)
 {
 	char key[WSL_KEY_HEX + 1], dirpath[PATH_MAX];
 	struct journal_event ev = { 0 };
@@ -1139,10 +881,10 @@ int registry_take_over(struct registry *reg, const char *workspace,
 	memset(prior, 0, sizeof(*prior));
 	if (reg->locks_fd < 0)
 		return wsl_error_set(err, WSL_NOT_HELD, "%s is not locked", workspace);
-	if (registry_coord_lock(reg, LOCK_EX, err) != 0)
+	if (local_lock(reg, LOCK_EX, err) != 0)
 		return -1;
 	crypto_path_key(workspace, key);
-	if (registry_get(reg, key, true, e, err) != 0)
+	if (local_get_key(reg, key, true, e, err) != 0)
 		goto out;
 	if (path_join(dirpath, reg->path, "locks", err) != 0 ||
 	    path_join(dirpath, dirpath, key, err) != 0)
@@ -1239,24 +981,24 @@ int registry_take_over(struct registry *reg, const char *workspace,
 	rc = replace_owner(lfd, dirpath, next, live_fd, err);
 out:
 	fsx_close(lfd);
-	registry_coord_unlock(reg);
+	local_unlock(reg);
 	if (rc == 0) {
 		wsl_error_clear(err);
 	}
 	return rc;
 }
 
-int registry_retain(struct registry *reg, const char *workspace,
-		    const char *token, const char *json, struct wsl_error *err)
+static int local_retain(struct registry *reg, const char *workspace,
+			const char *token, const char *json, struct wsl_error *err)
 {
 	char key[WSL_KEY_HEX + 1], dirpath[PATH_MAX];
 	struct lock_entry e;
 	int lfd = -1, rc = -1;
 
-	if (registry_coord_lock(reg, LOCK_EX, err) != 0)
+	if (local_lock(reg, LOCK_EX, err) != 0)
 		return -1;
 	crypto_path_key(workspace, key);
-	if (registry_get(reg, key, false, &e, err) != 0)
+	if (local_get_key(reg, key, false, &e, err) != 0)
 		goto out;
 	if (e.state == LOCK_FREE) {
 		wsl_error_set(err, WSL_OWNERSHIP_LOST,
@@ -1287,7 +1029,7 @@ int registry_retain(struct registry *reg, const char *workspace,
 out:
 	fsx_close(lfd);
 	lock_entry_free(&e);
-	registry_coord_unlock(reg);
+	local_unlock(reg);
 	return rc;
 }
 
@@ -1338,8 +1080,8 @@ static void free_names(char **names, size_t n)
 	free(names);
 }
 
-int registry_garbage(struct registry *reg, bool remove, size_t *staging,
-		     size_t *orphan_markers, struct wsl_error *err)
+static int local_garbage(struct registry *reg, bool remove, size_t *staging,
+			 size_t *orphan_markers, struct wsl_error *err)
 {
 	char **names = NULL, **markers = NULL;
 	size_t n = 0, m = 0, i, j;
@@ -1389,3 +1131,83 @@ int registry_garbage(struct registry *reg, bool remove, size_t *staging,
 	free_names(names, n);
 	return 0;
 }
+
+/* Reads the lock of a workspace by its path. */
+static int local_get(struct registry *reg, const char *workspace, bool probe,
+		     struct lock_entry *e, struct wsl_error *err)
+{
+	char key[WSL_KEY_HEX + 1];
+
+	crypto_path_key(workspace, key);
+	if (local_get_key(reg, key, probe, e, err) != 0)
+		return -1;
+	if (e->state == LOCK_CORRUPT)
+		snprintf(e->workspace_root, sizeof(e->workspace_root), "%s", workspace);
+	return 0;
+}
+
+static int local_wait_prepare(struct registry *reg, struct wsl_error *err)
+{
+	char path[PATH_MAX];
+
+	if (reg->watch_fd >= 0)
+		return 0;
+	if (path_join(path, reg->path, "locks", err) != 0)
+		return -1;
+	reg->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (reg->watch_fd < 0)
+		return wsl_error_errno(err, WSL_OS, errno, "inotify_init1");
+	/* A release renames locks/KEY away (IN_MOVED_FROM); a removal by hand
+	 * deletes it (IN_DELETE). IN_DONT_FOLLOW: never through a symlink. */
+	if (inotify_add_watch(reg->watch_fd, path, IN_MOVED_FROM | IN_DELETE |
+			      IN_ONLYDIR | IN_DONT_FOLLOW) < 0) {
+		wsl_error_errno(err, WSL_OS, errno, "inotify_add_watch %s", path);
+		fsx_close(reg->watch_fd);
+		reg->watch_fd = -1;
+		return -1;
+	}
+	return 0;
+}
+
+static int local_wait(struct registry *reg, int sigfd, long timeout_ms,
+		      struct wsl_error *err)
+{
+	struct pollfd pfd[2];
+	char buf[4096];
+	nfds_t n = 0;
+
+	if (reg->watch_fd >= 0) {
+		pfd[n].fd = reg->watch_fd;
+		pfd[n].events = POLLIN;
+		pfd[n++].revents = 0;
+	}
+	if (sigfd >= 0) {
+		pfd[n].fd = sigfd;
+		pfd[n].events = POLLIN;
+		pfd[n++].revents = 0;
+	}
+	if (poll(pfd, n, (int)timeout_ms) < 0 && errno != EINTR)
+		return wsl_error_errno(err, WSL_OS, errno, "poll");
+	if (reg->watch_fd >= 0)
+		while (read(reg->watch_fd, buf, sizeof(buf)) > 0)
+			;
+	return sigfd >= 0 && (pfd[n - 1].revents & POLLIN) ? 1 : 0;
+}
+
+const struct registry_ops registry_local_ops = {
+	.name = "local",
+	.close = local_close,
+	.lock = local_lock,
+	.unlock = local_unlock,
+	.get = local_get,
+	.overlaps = local_overlaps,
+	.try_acquire = local_try_acquire,
+	.release = local_release,
+	.list = local_list,
+	.take_over = local_take_over,
+	.retain = local_retain,
+	.garbage = local_garbage,
+	.wait_prepare = local_wait_prepare,
+	.wait = local_wait,
+	.keepalive = NULL,
+};

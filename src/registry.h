@@ -1,9 +1,12 @@
-/* registry.h - the local lock registry (DESIGN.md section 5).
+/* registry.h - the lock registry contract (DESIGN.md section 5).
  *
- * The operations of the registry contract: open, get, try-acquire
- * (publish), release, list, and the overlap queries. The core never prints
- * and never exits: every function returns 0 (or a documented positive
- * value) or -1 and fills a struct wsl_error.
+ * The operations every backend implements: get, try-acquire (publish),
+ * release, compare-and-swap take-over, retain, list, the overlap queries and
+ * waiting for a change. The commands call only these functions and never
+ * know which backend answers: the local on-disk registry (registry.c, the
+ * default) or etcd (registry_etcd.c). The core never prints and never
+ * exits: every function returns 0 (or a documented positive value) or -1
+ * and fills a struct wsl_error.
  */
 #ifndef WSLOCK_REGISTRY_H
 #define WSLOCK_REGISTRY_H
@@ -17,12 +20,30 @@
 #include "liveness.h"
 #include "owner.h"
 
+struct registry_ops;
+
+/* Where the registry is: from -d/--lock-dir, --backend, --etcd-* and the
+ * environment (WSLOCK_DIR, WSLOCK_BACKEND, WSLOCK_ETCD_ENDPOINTS). */
+struct registry_config {
+	const char *lock_dir;		/* local: -d, or NULL for the default */
+	const char *backend;		/* "local" or "etcd"; NULL: $WSLOCK_BACKEND, else local */
+	const char *etcd_endpoints;	/* NULL: $WSLOCK_ETCD_ENDPOINTS */
+	const char *etcd_prefix;	/* NULL: "/wslock/" */
+	long lease_ttl_s;		/* etcd lease of a holder, s; 0: 15 */
+	long timeout_ms;		/* etcd per-request timeout, ms; 0: 5000 */
+};
+
 struct registry {
-	char path[PATH_MAX];	/* absolute, as given (for messages) */
-	char real[PATH_MAX];	/* canonical, for the disjointness check */
+	const struct registry_ops *ops;
+	char path[PATH_MAX];	/* local: absolute, as given (for messages) */
+	char real[PATH_MAX];	/* local: canonical, for the disjointness check */
 	bool exists;		/* false: opened read-only and not there */
 	int dir_fd, locks_fd, nest_fd, tmp_fd, coord_fd;
 	int coord_held;		/* 0, LOCK_SH or LOCK_EX */
+	int watch_fd;		/* local: inotify on locks/, or -1 */
+	void *impl;		/* other backends' state */
+	long long fence;	/* fencing token of the lock last acquired or
+				 * taken over (etcd create revision), 0: none */
 };
 
 enum lock_state {
@@ -64,7 +85,20 @@ int registry_default_path(const char *dir, char out[PATH_MAX],
 			  struct wsl_error *err);
 
 /*
- * Opens the registry at path (absolute). With create, missing directories
+ * Opens the registry cfg names (see struct registry_config). With create,
+ * the local registry is made on first use; without it nothing is created.
+ * Fails with WSL_USAGE for an unknown backend or missing etcd endpoints,
+ * WSL_BACKEND_UNAVAILABLE when etcd cannot be reached, and as
+ * local_open for the local registry.
+ */
+int registry_open(struct registry *reg, const struct registry_config *cfg,
+		  bool create, struct wsl_error *err);
+
+/* The name of reg's backend: "local" or "etcd". */
+const char *registry_backend(const struct registry *reg);
+
+/*
+ * The local registry at path (absolute). With create, missing directories
  * are made 0700 (the registry and, like mkdir -p, its parents) together with
  * locks/, nest/, tmp/ and .coordination; without it (inspect) nothing is
  * created and a missing registry opens as empty (reg->exists false).
@@ -73,8 +107,8 @@ int registry_default_path(const char *dir, char out[PATH_MAX],
  * with WSL_NETWORK_FS one on a network filesystem unless
  * WSLOCK_ALLOW_NETWORK_FS=1 (the kernel lock does not work across hosts).
  */
-int registry_open(struct registry *reg, const char *path, bool create,
-		  struct wsl_error *err);
+int local_open(struct registry *reg, const char *path, bool create,
+	       struct wsl_error *err);
 
 /* Closes every descriptor (dropping the coordination lock). */
 void registry_close(struct registry *reg);
@@ -92,22 +126,24 @@ int registry_workspace(const struct registry *reg, const char *arg,
 		       bool allow_missing, char out[PATH_MAX],
 		       struct wsl_error *err);
 
-/* Takes (LOCK_EX) or shares (LOCK_SH) the kernel lock on .coordination,
- * waiting for it; a read-only registry without that file takes nothing. */
+/* Takes (LOCK_EX) or shares (LOCK_SH) the registry's coordination lock,
+ * for a consistent read of several locks (local: the kernel lock on
+ * .coordination, waiting for it; a read-only registry without that file
+ * takes nothing. etcd: nothing, every read is one consistent revision). */
 int registry_coord_lock(struct registry *reg, int op, struct wsl_error *err);
 
 /* Drops the coordination lock. */
 void registry_coord_unlock(struct registry *reg);
 
 /*
- * Reads the lock of key (a WSL_KEY_HEX hex string) into e: LOCK_FREE when
+ * Reads the lock of workspace (canonical) into e: LOCK_FREE when
  * there is none; LOCK_CORRUPT with e->problem when the lock directory or
  * owner.json is unsafe (symlink, FIFO, foreign, open mode), too large, not a
  * valid document, or names a workspace of another key; LOCK_RETAINED when
  * retained.json is present; else LOCK_HELD. With probe, held and retained
  * owners get a liveness verdict and reason. -1 only for I/O failures.
  */
-int registry_get(struct registry *reg, const char *key, bool probe,
+int registry_get(struct registry *reg, const char *workspace, bool probe,
 		 struct lock_entry *e, struct wsl_error *err);
 
 /* A lock that overlaps a workspace. */
@@ -181,13 +217,30 @@ int registry_find_token(struct registry *reg, const char *workspace,
 			struct wsl_error *err);
 
 /*
- * An inotify(7) descriptor (O_CLOEXEC | O_NONBLOCK) that becomes readable
- * when an entry leaves locks/ (a release or a reclaim), for waiting without
- * polling. -1 with err when inotify is unavailable (callers then poll).
+ * Starts watching for releases, before the first acquire attempt, so that a
+ * release between an attempt and the wait is not missed (local: inotify(7)
+ * on locks/ for entries leaving it; etcd: from the revision of the last
+ * read). Returns 0, or -1 with err when only polling is possible.
  */
-int registry_watch(struct registry *reg, struct wsl_error *err);
+int registry_wait_prepare(struct registry *reg, struct wsl_error *err);
 
-#endif
+/*
+ * Waits at most timeout_ms (ms) for a lock to be released, or for sigfd
+ * (-1: none) to become readable. Returns 1 when sigfd is readable, 0 when a
+ * release happened or the time is up (the caller tries again either way),
+ * -1 with err on failure.
+ */
+int registry_wait(struct registry *reg, int sigfd, long timeout_ms,
+		  struct wsl_error *err);
+
+/*
+ * Keeps o's lock alive where the backend needs it (etcd: the lease).
+ * Sets *next_ms to when it must be called again (ms; -1: never). Fails with
+ * WSL_OWNERSHIP_LOST when the lock is gone (the lease expired) and
+ * WSL_BACKEND_UNAVAILABLE when the backend cannot be reached.
+ */
+int registry_keepalive(struct registry *reg, const struct owner *o,
+		       long *next_ms, struct wsl_error *err);
 
 /* What recover and reclaim expect to find: the compare of their
  * compare-and-swap, and the rules for taking the lock over. */
@@ -244,3 +297,5 @@ int registry_retain(struct registry *reg, const char *workspace,
  */
 int registry_garbage(struct registry *reg, bool remove, size_t *staging,
 		     size_t *orphan_markers, struct wsl_error *err);
+
+#endif

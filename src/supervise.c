@@ -112,6 +112,8 @@ static int supervise(const struct cli_child *ch, int live_fd, int *wstatus,
 		if (flags >= 0)
 			fcntl(live_fd, F_SETFD, flags & ~FD_CLOEXEC);
 		sigprocmask(SIG_SETMASK, ch->orig_mask, NULL);
+		if (ch->stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+			_exit(126);
 		if (ch->cwd != NULL && chdir(ch->cwd) != 0) {
 			fprintf(stderr, "wslock: cannot enter %s: %s\n", ch->cwd,
 				strerror(errno));

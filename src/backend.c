@@ -1,0 +1,372 @@
+/* backend.c - the registry contract's entry points: backend selection,
+ * workspace resolution, and dispatch to the backend's operations. */
+#include "backend.h"
+#include "fsx.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *lock_state_name(enum lock_state s)
+{
+	switch (s) {
+	case LOCK_FREE:
+		return "free";
+	case LOCK_HELD:
+		return "held";
+	case LOCK_RETAINED:
+		return "retained";
+	case LOCK_CORRUPT:
+	default:
+		return "corrupt";
+	}
+}
+
+void lock_entry_free(struct lock_entry *e)
+{
+	free(e->raw);
+	free(e->retained);
+	memset(e, 0, sizeof(*e));
+	e->state = LOCK_FREE;
+}
+
+/* Calls fn(ancestor, arg) for each proper ancestor of path, nearest first,
+ * "/" excluded. */
+int registry_for_each_ancestor(const char *path,
+			     int (*fn)(const char *ancestor, void *arg), void *arg)
+{
+	char buf[PATH_MAX];
+	char *slash;
+	int rc;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (;;) {
+		slash = strrchr(buf, '/');
+		if (slash == NULL || slash == buf)
+			return 0;
+		*slash = '\0';
+		rc = fn(buf, arg);
+		if (rc != 0)
+			return rc;
+	}
+}
+
+void registry_overlaps_free(struct overlap *o, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		lock_entry_free(&o[i].entry);
+	free(o);
+}
+
+int registry_default_path(const char *dir, char out[PATH_MAX],
+			  struct wsl_error *err)
+{
+	char base[PATH_MAX], cwd[PATH_MAX];
+	const char *env;
+	int n;
+
+	if (dir == NULL || dir[0] == '\0') {
+		env = getenv("WSLOCK_DIR");
+		if (env != NULL && env[0] != '\0') {
+			dir = env;
+		} else {
+			env = getenv("XDG_STATE_HOME");
+			if (env != NULL && env[0] == '/') {
+				n = snprintf(base, sizeof(base), "%s/wslock", env);
+			} else {
+				env = getenv("HOME");
+				if (env == NULL || env[0] != '/')
+					return wsl_error_set(err, WSL_USAGE,
+							     "no registry directory: set -d, WSLOCK_DIR or HOME");
+				n = snprintf(base, sizeof(base), "%s/.local/state/wslock", env);
+			}
+			if (n < 0 || n >= (int)sizeof(base))
+				return wsl_error_set(err, WSL_UNSAFE_PATH,
+						     "registry path is longer than PATH_MAX");
+			dir = base;
+		}
+	}
+	if (dir[0] == '/') {
+		n = snprintf(out, PATH_MAX, "%s", dir);
+	} else {
+		if (getcwd(cwd, sizeof(cwd)) == NULL)
+			return wsl_error_errno(err, WSL_OS, errno,
+					       "cannot get the working directory");
+		n = snprintf(out, PATH_MAX, "%s/%s", cwd, dir);
+	}
+	if (n < 0 || n >= PATH_MAX)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "registry path is longer than PATH_MAX");
+	/* Trailing slashes would make lstat follow a symlink. */
+	while (n > 1 && out[n - 1] == '/')
+		out[--n] = '\0';
+	return 0;
+}
+
+/* Folds an absolute path lexically: "//" and "." dropped, ".." pops. */
+static int fold_path(const char *in, char out[PATH_MAX])
+{
+	size_t len = 0;
+	const char *p = in;
+
+	out[0] = '\0';
+	while (*p != '\0') {
+		const char *start;
+		size_t n;
+
+		while (*p == '/')
+			p++;
+		start = p;
+		while (*p != '\0' && *p != '/')
+			p++;
+		n = (size_t)(p - start);
+		if (n == 0 || (n == 1 && start[0] == '.'))
+			continue;
+		if (n == 2 && start[0] == '.' && start[1] == '.') {
+			while (len > 0 && out[len - 1] != '/')
+				len--;
+			if (len > 0)
+				len--;
+			out[len] = '\0';
+			continue;
+		}
+		if (len + 1 + n >= PATH_MAX)
+			return -1;
+		out[len++] = '/';
+		memcpy(out + len, start, n);
+		len += n;
+		out[len] = '\0';
+	}
+	if (len == 0) {
+		out[0] = '/';
+		out[1] = '\0';
+	}
+	return 0;
+}
+
+/* True when inner is outer or lies below it. */
+bool registry_path_within(const char *inner, const char *outer)
+{
+	size_t n = strlen(outer);
+
+	if (strcmp(outer, "/") == 0)
+		return true;
+	return strncmp(inner, outer, n) == 0 &&
+	       (inner[n] == '\0' || inner[n] == '/');
+}
+
+int registry_workspace(const struct registry *reg, const char *arg,
+		       bool allow_missing, char out[PATH_MAX],
+		       struct wsl_error *err)
+{
+	char abs[PATH_MAX], cwd[PATH_MAX];
+	struct stat st;
+	json_t *probe;
+
+	if (arg[0] == '\0')
+		return wsl_error_set(err, WSL_USAGE, "empty workspace path");
+	if (realpath(arg, out) == NULL) {
+		int e = errno;
+		if (!allow_missing || (e != ENOENT && e != ENOTDIR))
+			return wsl_error_errno(err, WSL_NO_WORKSPACE, e,
+					       "workspace %s", arg);
+		if (arg[0] == '/') {
+			snprintf(abs, sizeof(abs), "%s", arg);
+		} else {
+			if (getcwd(cwd, sizeof(cwd)) == NULL ||
+			    snprintf(abs, sizeof(abs), "%s/%s", cwd, arg) >= (int)sizeof(abs))
+				return wsl_error_errno(err, WSL_NO_WORKSPACE, e,
+						       "workspace %s", arg);
+		}
+		if (fold_path(abs, out) != 0)
+			return wsl_error_set(err, WSL_UNSAFE_PATH,
+					     "workspace path %s is longer than PATH_MAX", arg);
+	} else {
+		if (stat(out, &st) != 0)
+			return wsl_error_errno(err, WSL_NO_WORKSPACE, errno,
+					       "workspace %s", arg);
+		if (!S_ISDIR(st.st_mode))
+			return wsl_error_set(err, WSL_NO_WORKSPACE,
+					     "workspace %s is not a directory", arg);
+	}
+	if (strcmp(out, "/") == 0)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "refusing / as a workspace: it would contain every other workspace and the registry");
+	if (!owner_path_canonical(out))
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "workspace path %s has control characters",
+				     arg);
+	probe = json_string(out);
+	if (probe == NULL)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "workspace path %s is not valid UTF-8", arg);
+	json_decref(probe);
+	if (reg->path[0] == '\0')
+		return 0;	/* no registry directory to keep apart (etcd) */
+	if (registry_path_within(reg->real, out) || registry_path_within(reg->path, out))
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "registry %s lies inside workspace %s; choose a registry outside it (-d or WSLOCK_DIR)",
+				     reg->path, out);
+	if (registry_path_within(out, reg->real))
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "workspace %s lies inside the registry %s",
+				     out, reg->path);
+	return 0;
+}
+
+
+int registry_open(struct registry *reg, const struct registry_config *cfg,
+		  bool create, struct wsl_error *err)
+{
+	const char *backend = cfg->backend;
+	char path[PATH_MAX];
+
+	if (backend == NULL || backend[0] == '\0')
+		backend = getenv("WSLOCK_BACKEND");
+	if (backend == NULL || backend[0] == '\0' || strcmp(backend, "local") == 0) {
+		if (registry_default_path(cfg->lock_dir, path, err) != 0)
+			return -1;
+		return local_open(reg, path, create, err);
+	}
+	if (strcmp(backend, "etcd") == 0) {
+		memset(reg, 0, sizeof(*reg));
+		reg->dir_fd = reg->locks_fd = reg->nest_fd = reg->tmp_fd = -1;
+		reg->coord_fd = reg->watch_fd = -1;
+		return etcd_registry_open(reg, cfg, err);
+	}
+	return wsl_error_set(err, WSL_USAGE, "unknown backend '%s' (local or etcd)", backend);
+}
+
+const char *registry_backend(const struct registry *reg)
+{
+	return reg->ops != NULL ? reg->ops->name : "none";
+}
+
+void registry_close(struct registry *reg)
+{
+	if (reg->ops != NULL)
+		reg->ops->close(reg);
+}
+
+int registry_coord_lock(struct registry *reg, int op, struct wsl_error *err)
+{
+	return reg->ops->lock != NULL ? reg->ops->lock(reg, op, err) : 0;
+}
+
+void registry_coord_unlock(struct registry *reg)
+{
+	if (reg->ops->unlock != NULL)
+		reg->ops->unlock(reg);
+}
+
+int registry_get(struct registry *reg, const char *workspace, bool probe,
+		 struct lock_entry *e, struct wsl_error *err)
+{
+	return reg->ops->get(reg, workspace, probe, e, err);
+}
+
+int registry_overlaps(struct registry *reg, const char *workspace, bool probe,
+		      struct overlap **out, size_t *n, struct wsl_error *err)
+{
+	return reg->ops->overlaps(reg, workspace, probe, out, n, err);
+}
+
+int registry_try_acquire(struct registry *reg, const struct owner *o,
+			 int *live_fd, struct lock_entry *conflict,
+			 struct wsl_error *err)
+{
+	return reg->ops->try_acquire(reg, o, live_fd, conflict, err);
+}
+
+int registry_release(struct registry *reg, const char *workspace,
+		     const char *token, struct owner *released,
+		     struct wsl_error *err)
+{
+	return reg->ops->release(reg, workspace, token, released, err);
+}
+
+int registry_list(struct registry *reg, bool probe,
+		  int (*fn)(const struct lock_entry *e, void *arg), void *arg,
+		  struct wsl_error *err)
+{
+	return reg->ops->list(reg, probe, fn, arg, err);
+}
+
+int registry_take_over(struct registry *reg, const char *workspace,
+		       const struct registry_expect *x, const struct owner *next,
+		       int *live_fd, struct lock_entry *prior,
+		       struct wsl_error *err)
+{
+	return reg->ops->take_over(reg, workspace, x, next, live_fd, prior, err);
+}
+
+int registry_retain(struct registry *reg, const char *workspace,
+		    const char *token, const char *json, struct wsl_error *err)
+{
+	return reg->ops->retain(reg, workspace, token, json, err);
+}
+
+int registry_garbage(struct registry *reg, bool remove, size_t *staging,
+		     size_t *orphan_markers, struct wsl_error *err)
+{
+	return reg->ops->garbage(reg, remove, staging, orphan_markers, err);
+}
+
+int registry_wait_prepare(struct registry *reg, struct wsl_error *err)
+{
+	return reg->ops->wait_prepare != NULL ? reg->ops->wait_prepare(reg, err) : 0;
+}
+
+int registry_wait(struct registry *reg, int sigfd, long timeout_ms,
+		  struct wsl_error *err)
+{
+	return reg->ops->wait(reg, sigfd, timeout_ms, err);
+}
+
+int registry_keepalive(struct registry *reg, const struct owner *o,
+		       long *next_ms, struct wsl_error *err)
+{
+	*next_ms = -1;
+	return reg->ops->keepalive != NULL ? reg->ops->keepalive(reg, o, next_ms, err) : 0;
+}
+
+struct token_ctx {
+	struct registry *reg;
+	const char *token;
+	char *out;
+	struct wsl_error *err;
+};
+
+static int token_match(const char *ws, void *arg)
+{
+	struct token_ctx *t = arg;
+	struct lock_entry e;
+	int found;
+
+	if (registry_get(t->reg, ws, false, &e, t->err) != 0)
+		return -1;
+	found = e.has_owner && strcmp(e.owner.token, t->token) == 0;
+	if (found)
+		snprintf(t->out, PATH_MAX, "%s", e.owner.workspace_root);
+	lock_entry_free(&e);
+	return found;
+}
+
+int registry_find_token(struct registry *reg, const char *workspace,
+			const char *token, char out[PATH_MAX],
+			struct wsl_error *err)
+{
+	struct token_ctx t = { reg, token, out, err };
+	int rc;
+
+	rc = token_match(workspace, &t);
+	if (rc != 0)
+		return rc;
+	return registry_for_each_ancestor(workspace, token_match, &t);
+}
+

@@ -1,0 +1,62 @@
+/* backend.h - what a registry backend implements (internal to src/).
+ *
+ * Every function has the contract of the registry_* function of the same
+ * name in registry.h; registry_open has selected the backend and filled
+ * reg->ops. A NULL entry means "nothing to do" (lock, unlock, wait_prepare,
+ * keepalive).
+ */
+#ifndef WSLOCK_BACKEND_H
+#define WSLOCK_BACKEND_H
+
+#include "registry.h"
+
+struct registry_ops {
+	const char *name;
+	void (*close)(struct registry *reg);
+	int (*lock)(struct registry *reg, int op, struct wsl_error *err);
+	void (*unlock)(struct registry *reg);
+	int (*get)(struct registry *reg, const char *workspace, bool probe,
+		   struct lock_entry *e, struct wsl_error *err);
+	int (*overlaps)(struct registry *reg, const char *workspace, bool probe,
+			struct overlap **out, size_t *n, struct wsl_error *err);
+	int (*try_acquire)(struct registry *reg, const struct owner *o,
+			   int *live_fd, struct lock_entry *conflict,
+			   struct wsl_error *err);
+	int (*release)(struct registry *reg, const char *workspace,
+		       const char *token, struct owner *released,
+		       struct wsl_error *err);
+	int (*list)(struct registry *reg, bool probe,
+		    int (*fn)(const struct lock_entry *e, void *arg), void *arg,
+		    struct wsl_error *err);
+	int (*take_over)(struct registry *reg, const char *workspace,
+			 const struct registry_expect *x, const struct owner *next,
+			 int *live_fd, struct lock_entry *prior,
+			 struct wsl_error *err);
+	int (*retain)(struct registry *reg, const char *workspace,
+		      const char *token, const char *json, struct wsl_error *err);
+	int (*garbage)(struct registry *reg, bool remove, size_t *staging,
+		       size_t *orphan_markers, struct wsl_error *err);
+	int (*wait_prepare)(struct registry *reg, struct wsl_error *err);
+	int (*wait)(struct registry *reg, int sigfd, long timeout_ms,
+		    struct wsl_error *err);
+	int (*keepalive)(struct registry *reg, const struct owner *o,
+			 long *next_ms, struct wsl_error *err);
+};
+
+/* The local on-disk registry (registry.c). */
+extern const struct registry_ops registry_local_ops;
+
+/* The etcd backend (registry_etcd.c): opens reg from cfg. */
+int etcd_registry_open(struct registry *reg, const struct registry_config *cfg,
+		       struct wsl_error *err);
+
+/* True when inner is outer or lies below it (canonical paths). */
+bool registry_path_within(const char *inner, const char *outer);
+
+/* Calls fn(ancestor, arg) for each proper ancestor of path, nearest first,
+ * "/" excluded; stops at the first non-zero return and returns it. */
+int registry_for_each_ancestor(const char *path,
+			       int (*fn)(const char *ancestor, void *arg),
+			       void *arg);
+
+#endif

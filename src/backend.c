@@ -329,10 +329,12 @@ int registry_wait(struct registry *reg, int sigfd, long timeout_ms,
 }
 
 int registry_keepalive(struct registry *reg, const struct owner *o,
-		       long *next_ms, struct wsl_error *err)
+		       long *next_ms, long *ttl_ms, struct wsl_error *err)
 {
 	*next_ms = -1;
-	return reg->ops->keepalive != NULL ? reg->ops->keepalive(reg, o, next_ms, err) : 0;
+	*ttl_ms = -1;
+	return reg->ops->keepalive != NULL ?
+		reg->ops->keepalive(reg, o, next_ms, ttl_ms, err) : 0;
 }
 
 struct token_ctx {

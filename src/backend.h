@@ -40,7 +40,7 @@ struct registry_ops {
 	int (*wait)(struct registry *reg, int sigfd, long timeout_ms,
 		    struct wsl_error *err);
 	int (*keepalive)(struct registry *reg, const struct owner *o,
-			 long *next_ms, struct wsl_error *err);
+			 long *next_ms, long *ttl_ms, struct wsl_error *err);
 };
 
 /* The local on-disk registry (registry.c). */

@@ -143,6 +143,7 @@ enum {
 	OPT_REASON,
 	OPT_YES,
 	OPT_FORMAT,
+	OPT_KILL_AFTER,
 };
 
 /* -w, -n, -E, --operation-id, --purpose as cli_option rows. */
@@ -157,6 +158,11 @@ enum {
 	  "operation id to record (default: generated)" }, \
 	{ "purpose", OPT_PURPOSE, required_argument, "TEXT", \
 	  "why the lock is held, 1..128 printable characters" }
+
+/* --kill-after, for the commands that run a command under a lease. */
+#define CLI_KILL_AFTER_OPTION \
+	{ "kill-after", OPT_KILL_AFTER, required_argument, "SECONDS", \
+	  "etcd: if the lease is lost, SIGKILL the command this long after SIGTERM (default 10)" }
 
 /* What acquire and run record and how they wait. */
 struct cli_hold {
@@ -179,6 +185,8 @@ struct cli_child {
 	bool retain_on_failure;		/* keep the lock, retained, if it fails */
 	int sigfd;			/* from cli_block_signals */
 	const sigset_t *orig_mask;	/* restored in the child */
+	long kill_after_ms;		/* lease lost: SIGTERM, then SIGKILL after
+					 * this long (ms); 0: 10000 */
 };
 
 /*

@@ -22,6 +22,7 @@ static const struct cli_option recover_options[] = {
 	  "with COMMAND: if it fails, keep the lock retained again" },
 	{ "print-owner", OPT_PRINT_OWNER, no_argument, NULL,
 	  "with COMMAND: write the new owner document to stderr" },
+	CLI_KILL_AFTER_OPTION,
 	CLI_OPT_END
 };
 
@@ -31,6 +32,7 @@ struct recover_args {
 	bool force;
 	bool retain;
 	bool print_owner;
+	long kill_after_ms;
 };
 
 static int recover_option(int id, const char *arg, void *ctx, struct wsl_error *err)
@@ -56,6 +58,12 @@ static int recover_option(int id, const char *arg, void *ctx, struct wsl_error *
 		return 0;
 	case OPT_PRINT_OWNER:
 		a->print_owner = true;
+		return 0;
+	case OPT_KILL_AFTER:
+		a->kill_after_ms = cli_parse_seconds(arg);
+		if (a->kill_after_ms < 0)
+			return wsl_error_set(err, WSL_USAGE,
+					     "--kill-after takes a number of seconds, not '%s'", arg);
 		return 0;
 	default:
 		return wsl_error_set(err, WSL_USAGE, "unexpected option");
@@ -167,6 +175,7 @@ static int recover_main(struct cli *c, int argc, char **argv)
 			goto fail;
 		ch.orig_mask = &orig;
 		ch.retain_on_failure = a.retain;
+		ch.kill_after_ms = a.kill_after_ms;
 	}
 	if (registry_take_over(&reg, ws, &x, &next, ch.cmd ? &live_fd : NULL,
 			       &prior, &err) != 0)

@@ -18,6 +18,7 @@ static const struct cli_option run_options[] = {
 	  "if COMMAND fails, keep the lock, retained, until 'wslock recover'" },
 	{ "reclaim-dead", OPT_RECLAIM_DEAD, no_argument, NULL,
 	  "first take over a lock whose owner is provably dead (journaled)" },
+	CLI_KILL_AFTER_OPTION,
 	CLI_OPT_END
 };
 
@@ -25,6 +26,7 @@ struct run_args {
 	struct cli_hold hold;
 	bool print_owner;
 	bool retain;
+	long kill_after_ms;
 };
 
 static int run_option(int id, const char *arg, void *ctx, struct wsl_error *err)
@@ -43,6 +45,12 @@ static int run_option(int id, const char *arg, void *ctx, struct wsl_error *err)
 		return 0;
 	case OPT_RECLAIM_DEAD:
 		a->hold.wait.reclaim_dead = true;
+		return 0;
+	case OPT_KILL_AFTER:
+		a->kill_after_ms = cli_parse_seconds(arg);
+		if (a->kill_after_ms < 0)
+			return wsl_error_set(err, WSL_USAGE,
+					     "--kill-after takes a number of seconds, not '%s'", arg);
 		return 0;
 	default:
 		return wsl_error_set(err, WSL_USAGE, "unexpected option");
@@ -76,6 +84,7 @@ static int run_main(struct cli *c, int argc, char **argv)
 	if (ch.cmd[0] == NULL)
 		return cli_usage(c, "run needs a COMMAND after --");
 	ch.retain_on_failure = a.retain;
+	ch.kill_after_ms = a.kill_after_ms;
 
 	if (registry_open(&reg, &c->reg_cfg, true, &err) != 0)
 		return cli_fail(c, &err);

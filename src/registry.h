@@ -235,12 +235,14 @@ int registry_wait(struct registry *reg, int sigfd, long timeout_ms,
 
 /*
  * Keeps o's lock alive where the backend needs it (etcd: the lease).
- * Sets *next_ms to when it must be called again (ms; -1: never). Fails with
- * WSL_OWNERSHIP_LOST when the lock is gone (the lease expired) and
- * WSL_BACKEND_UNAVAILABLE when the backend cannot be reached.
+ * Sets *next_ms to when it must be called again (ms from now; -1: never)
+ * and *ttl_ms to how long the lock now lives without another call (ms;
+ * -1: forever). Fails with WSL_OWNERSHIP_LOST when the lock is gone (the
+ * lease expired) and WSL_BACKEND_UNAVAILABLE when the backend cannot be
+ * reached (the caller retries until its own deadline passes).
  */
 int registry_keepalive(struct registry *reg, const struct owner *o,
-		       long *next_ms, struct wsl_error *err);
+		       long *next_ms, long *ttl_ms, struct wsl_error *err);
 
 /* What recover and reclaim expect to find: the compare of their
  * compare-and-swap, and the rules for taking the lock over. */

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 int cli_block_signals(sigset_t *orig, struct wsl_error *err)
@@ -83,34 +84,77 @@ void cli_exec(char **cmd)
 	_exit(e == ENOENT ? 127 : 126);
 }
 
-static int set_child_env(const struct owner *o, struct wsl_error *err)
+static int set_child_env(const struct registry *reg, const struct owner *o,
+			 struct wsl_error *err)
 {
 	char *doc = owner_format(o, false);
+	char fence[32];
 	int rc = 0;
 
 	if (doc == NULL)
 		return wsl_error_set(err, WSL_INTERNAL, "cannot format the owner document");
+	snprintf(fence, sizeof(fence), "%lld", reg->fence);
 	if (setenv("WSLOCK_WORKSPACE", o->workspace_root, 1) != 0 ||
 	    setenv("WSLOCK_TOKEN", o->token, 1) != 0 ||
-	    setenv("WSLOCK_OWNER", doc, 1) != 0)
+	    setenv("WSLOCK_OWNER", doc, 1) != 0 ||
+	    (reg->fence > 0 ? setenv("WSLOCK_FENCE", fence, 1) : unsetenv("WSLOCK_FENCE")) != 0)
 		rc = wsl_error_errno(err, WSL_OS, errno, "cannot set the environment");
 	free(doc);
 	return rc;
 }
 
-/* Forks and waits; fills *wstatus. Returns 0 or -1 with err. */
-static int supervise(const struct cli_child *ch, int live_fd, int *wstatus,
+static long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Sends sig to the command: to its process group when it leads one. */
+static void signal_command(pid_t child, bool own_group, int sig)
+{
+	if (own_group)
+		kill(-child, sig);
+	kill(child, sig);
+}
+
+/*
+ * Forks the command and waits for it, forwarding signals, and keeping the
+ * lock alive where the backend needs it (registry_keepalive). When the
+ * lock is lost (the lease expired, or could not be renewed before the
+ * deadline measured from the last renewal), the command gets SIGTERM, then
+ * SIGKILL after ch->kill_after_ms, and err says WSL_OWNERSHIP_LOST.
+ * Fills *wstatus; returns 0, or -1 with err (the command has ended then).
+ */
+static int supervise(struct registry *reg, const struct owner *o,
+		     const struct cli_child *ch, int live_fd, int *wstatus,
 		     struct wsl_error *err)
 {
+	long long keep_at = -1, lease_until = -1, kill_at = -1;
+	long next_ms, ttl_ms;
+	bool own_group, lost = false;
 	pid_t child, got;
 
+	/* A lease-backed lock may have to stop the command and everything it
+	 * started: give it its own process group, unless it must stay in ours
+	 * to receive the terminal's SIGINT (we are in the foreground). */
+	if (registry_keepalive(reg, o, &next_ms, &ttl_ms, err) != 0)
+		return -1;
+	own_group = next_ms >= 0 && tcgetpgrp(STDIN_FILENO) != getpgrp();
+	if (next_ms >= 0)
+		keep_at = mono_ms() + next_ms;
+	if (ttl_ms >= 0)
+		lease_until = mono_ms() + ttl_ms;
 	child = fork();
 	if (child < 0)
 		return wsl_error_errno(err, WSL_OS, errno, "cannot fork");
 	if (child == 0) {
-		int flags = fcntl(live_fd, F_GETFD);
+		int flags = live_fd >= 0 ? fcntl(live_fd, F_GETFD) : -1;
 		if (flags >= 0)
 			fcntl(live_fd, F_SETFD, flags & ~FD_CLOEXEC);
+		if (own_group)
+			setpgid(0, 0);
 		sigprocmask(SIG_SETMASK, ch->orig_mask, NULL);
 		if (ch->stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
 			_exit(126);
@@ -121,28 +165,62 @@ static int supervise(const struct cli_child *ch, int live_fd, int *wstatus,
 		}
 		cli_exec(ch->cmd);
 	}
+	if (own_group)
+		setpgid(child, child);	/* both sides: no race with exec */
 	for (;;) {
 		struct signalfd_siginfo si;
 		struct pollfd pfd = { ch->sigfd, POLLIN, 0 };
-		ssize_t n;
+		long long now, timeout = -1;
 
 		got = waitpid(child, wstatus, WNOHANG);
 		if (got == child)
-			return 0;
+			return lost ? -1 : 0;
 		if (got < 0 && errno != EINTR)
 			return wsl_error_errno(err, WSL_OS, errno, "waitpid");
+		now = mono_ms();
+		if (!lost && keep_at >= 0 && now >= keep_at) {
+			struct wsl_error kerr = { 0 };
+			if (registry_keepalive(reg, o, &next_ms, &ttl_ms, &kerr) == 0) {
+				keep_at = next_ms >= 0 ? now + next_ms : -1;
+				lease_until = ttl_ms >= 0 ? now + ttl_ms : -1;
+			} else if (kerr.code != WSL_OWNERSHIP_LOST &&
+				   (lease_until < 0 || now < lease_until)) {
+				keep_at = now + 500;	/* unreachable for now: retry */
+			} else {
+				lost = true;
+			}
+			if (lost) {
+				if (kerr.code != WSL_OWNERSHIP_LOST)
+					wsl_error_set(&kerr, WSL_OWNERSHIP_LOST,
+						      "the lease of %s could not be renewed before it expired (%s)",
+						      o->workspace_root, kerr.message);
+				*err = kerr;
+				fprintf(stderr, "wslock: %s; stopping the command\n", err->message);
+				signal_command(child, own_group, SIGTERM);
+				kill_at = now + (ch->kill_after_ms > 0 ? ch->kill_after_ms : 10000);
+			} else {
+				wsl_error_clear(&kerr);
+			}
+		}
+		if (lost && kill_at >= 0 && now >= kill_at) {
+			signal_command(child, own_group, SIGKILL);
+			kill_at = -1;
+		}
+		if (!lost && keep_at >= 0)
+			timeout = keep_at > now ? keep_at - now : 0;
+		if (lost && kill_at >= 0)
+			timeout = kill_at > now ? kill_at - now : 0;
 		/* SIGCHLD is in the signalfd's set: the child's exit wakes this. */
-		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+		if (poll(&pfd, 1, (int)timeout) < 0 && errno != EINTR)
 			return wsl_error_errno(err, WSL_OS, errno, "poll");
-		n = read(ch->sigfd, &si, sizeof(si));
-		if (n != (ssize_t)sizeof(si))
+		if (read(ch->sigfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
 			continue;
 		switch (si.ssi_signo) {
 		case SIGTERM:
 		case SIGHUP:
 		case SIGUSR1:
 		case SIGUSR2:
-			kill(child, (int)si.ssi_signo);
+			signal_command(child, own_group, (int)si.ssi_signo);
 			break;
 		default:
 			break;	/* SIGCHLD: back to waitpid; SIGINT, SIGQUIT: the child's */
@@ -183,8 +261,10 @@ int cli_run_held(struct cli *c, struct registry *reg, const struct owner *o,
 	struct wsl_error err = { 0 };
 	int wstatus = 0, status;
 
-	if (set_child_env(o, &err) != 0 || supervise(ch, live_fd, &wstatus, &err) != 0) {
-		/* The child never ran (or was lost): release, then report. */
+	if (set_child_env(reg, o, &err) != 0 ||
+	    supervise(reg, o, ch, live_fd, &wstatus, &err) != 0) {
+		/* The child never ran, or the lock was lost under it: release
+		 * what is still ours (never another owner's), then report. */
 		struct wsl_error rerr = { 0 };
 		registry_release(reg, o->workspace_root, o->token, NULL, &rerr);
 		wsl_error_clear(&rerr);

@@ -1,0 +1,189 @@
+#!/usr/bin/env bats
+# journal.jsonl: one JSON line per recover, reclaim, forced action and
+# reclaim-dead, with time, action, prior and new owner, liveness verdict and
+# reason, forcing reason and the actor; appended, never rewritten.
+
+load helpers
+
+JOURNAL_KEYS='["action","actor","force_reason","forced","liveness","liveness_reason","new_owner","prior_owner","time","workspace_root"]'
+
+dead_acquired() {
+	local ws=$1 p
+	shift
+	start_sleeper
+	p=$SLEEPER_PID
+	acquire_as "$p" "$ws" "$@"
+	kill -KILL "$p"
+	wait_exit "$p" 10 2>/dev/null
+	DEAD_OWNER=$OWNER
+}
+
+journal() { printf '%s/journal.jsonl' "$WSLOCK_DIR"; }
+
+# assert_journal_lines_parse: every line is exactly one JSON object with
+# (at least) the documented keys.
+assert_journal_lines_parse() {
+	local line n=0
+	[ -f "$(journal)" ] || fail "no journal"
+	[ -z "$(tail -c 1 "$(journal)")" ] || fail "journal does not end with a newline"
+	while IFS= read -r line; do
+		n=$((n + 1))
+		[ "$(jq -s length <<<"$line" 2>/dev/null)" = 1 ] || fail "line $n is not one JSON value: $line"
+		jq -e --argjson k "$JOURNAL_KEYS" '
+			type == "object" and (keys | contains($k))
+			and (.time | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?Z$"))
+			and (.action | IN("recover", "reclaim", "reclaim-dead", "clear-corrupt"))
+			and (.forced | type == "boolean")
+			and (if .forced then (.force_reason | type == "string" and length > 0) else .force_reason == null end)
+			and (.actor | (keys | contains(["host", "pid", "uid"])) and (.pid | type == "number" and . > 0)
+				and (.uid | type == "number") and (.host | type == "string" and length > 0))' \
+			<<<"$line" >/dev/null || fail "line $n lacks documented fields: $line"
+	done <"$(journal)"
+	JOURNAL_N=$n
+}
+
+# jline N: the Nth journal line (1-based).
+jline() { sed -n "${1}p" "$(journal)"; }
+
+@test "every recovery action appends one parseable line carrying liveness, reason and actor" {
+	export WSLOCK_HOST=journal-host
+	uid=$(id -u)
+	mkws rec forced reclaimed rdead corrupt
+	T=$BATS_TEST_TMPDIR
+	# 1. recover of a dead owner
+	dead_acquired "$(W rec)"
+	rec_old=$DEAD_OWNER
+	printf '%s' "$DEAD_OWNER" >"$T/rec.json"
+	run -0 wsl recover --expected-owner "$T/rec.json" "$(W rec)"
+	rec_new=$(json_get .owner)
+	# 2. forced recover of an owner on another host
+	dead_acquired "$(W forced)"
+	edit_owner "$(W forced)" '.host = "other-host"'
+	wsl inspect --owner "$(W forced)" >"$T/forced.json"
+	run -0 wsl recover --force --reason "other-host is gone for good" --expected-owner "$T/forced.json" "$(W forced)"
+	# 3. reclaim --yes
+	dead_acquired "$(W reclaimed)"
+	reclaimed_old=$DEAD_OWNER
+	run -0 wsl reclaim --yes "$(W reclaimed)"
+	# 4. acquire --reclaim-dead
+	dead_acquired "$(W rdead)"
+	rdead_old=$DEAD_OWNER
+	run -0 wsl acquire --reclaim-dead -n --pid $$ "$(W rdead)"
+	# 5. clear a corrupt lock
+	dead_acquired "$(W corrupt)"
+	printf 'half a docu' | put_owner "$(W corrupt)"
+	printf 'half a docu' >"$T/corrupt.json"
+	run -0 wsl recover --force --reason "torn write, checked" --expected-owner "$T/corrupt.json" "$(W corrupt)"
+
+	assert_journal_lines_parse
+	[ "$JOURNAL_N" = 5 ] || fail "expected 5 lines, got $JOURNAL_N: $(cat "$(journal)")"
+	for i in 1 2 3 4 5; do
+		jq -e --arg u "$uid" '.actor.uid == ($u | tonumber) and .actor.host == "journal-host"' <<<"$(jline $i)" >/dev/null ||
+			fail "actor of line $i: $(jline $i)"
+	done
+	jq -e --argjson o "$rec_old" --argjson n "$rec_new" --arg w "$(canon "$(W rec)")" '
+		.action == "recover" and .workspace_root == $w and .prior_owner == $o and .new_owner == $n
+		and .liveness == "dead" and (.liveness_reason | length > 0) and .forced == false and .force_reason == null' \
+		<<<"$(jline 1)" >/dev/null || fail "line 1: $(jline 1)"
+	jq -e --argjson o "$(cat "$T/forced.json")" '
+		.action == "recover" and .prior_owner == $o and .new_owner.recovery_of == $o.token
+		and .liveness == "unknown" and (.liveness_reason | length > 0)
+		and .forced == true and .force_reason == "other-host is gone for good"' \
+		<<<"$(jline 2)" >/dev/null || fail "line 2: $(jline 2)"
+	jq -e --argjson o "$reclaimed_old" '.action == "reclaim" and .prior_owner == $o and .liveness == "dead"
+		and (.liveness_reason | length > 0) and .forced == false' \
+		<<<"$(jline 3)" >/dev/null || fail "line 3: $(jline 3)"
+	jq -e --argjson o "$rdead_old" '.action == "reclaim-dead" and .prior_owner == $o and .liveness == "dead"
+		and (.liveness_reason | length > 0) and .forced == false' \
+		<<<"$(jline 4)" >/dev/null || fail "line 4: $(jline 4)"
+	jq -e --arg w "$(canon "$(W corrupt)")" '.action == "clear-corrupt" and .workspace_root == $w
+		and .prior_owner == null and .forced == true and .force_reason == "torn write, checked"' \
+		<<<"$(jline 5)" >/dev/null || fail "line 5: $(jline 5)"
+}
+
+@test "the journal is private (no group/world bits) and only appended to" {
+	mkws a b
+	dead_acquired "$(W a)"
+	printf '%s' "$DEAD_OWNER" >"$BATS_TEST_TMPDIR/a.json"
+	wsl recover --expected-owner "$BATS_TEST_TMPDIR/a.json" "$(W a)" >/dev/null
+	[ -f "$(journal)" ] && [ ! -L "$(journal)" ] || fail "journal missing"
+	mode=$(stat -c %a "$(journal)")
+	(((8#$mode & 8#077) == 0)) || fail "journal mode $mode"
+	first=$(cat "$(journal)")
+	ino=$(stat -c %i "$(journal)")
+	dead_acquired "$(W b)"
+	wsl reclaim --yes >/dev/null
+	[ "$(head -n 1 "$(journal)")" = "$first" ] || fail "first line rewritten"
+	[ "$(stat -c %i "$(journal)")" = "$ino" ] || fail "journal replaced instead of appended"
+	assert_journal_lines_parse
+	[ "$JOURNAL_N" = 2 ] || fail "lines: $JOURNAL_N"
+}
+
+@test "refused and read-only actions write nothing to the journal" {
+	mkws dead live remote
+	dead_acquired "$(W dead)"
+	printf '%s' "$DEAD_OWNER" >"$BATS_TEST_TMPDIR/dead.json"
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W live)"
+	printf '%s' "$OWNER" >"$BATS_TEST_TMPDIR/live.json"
+	dead_acquired "$(W remote)"
+	edit_owner "$(W remote)" '.host = "far.example"'
+	wsl inspect --owner "$(W remote)" >"$BATS_TEST_TMPDIR/remote.json"
+	jq -c '.pid += 1' "$BATS_TEST_TMPDIR/dead.json" >"$BATS_TEST_TMPDIR/wrong.json"
+	run -65 wsl recover --expected-owner "$BATS_TEST_TMPDIR/wrong.json" "$(W dead)"
+	run -75 wsl recover --expected-owner "$BATS_TEST_TMPDIR/live.json" "$(W live)"
+	run -69 wsl recover --expected-owner "$BATS_TEST_TMPDIR/remote.json" "$(W remote)"
+	run -64 wsl recover --force --expected-owner "$BATS_TEST_TMPDIR/remote.json" "$(W remote)"
+	run -0 wsl reclaim
+	run -0 wsl reclaim --pretty "$(W dead)"
+	run -69 wsl acquire -n --pid $$ "$(W dead)"
+	run -0 wsl inspect --all
+	[ ! -e "$(journal)" ] || fail "journal written: $(cat "$(journal)")"
+}
+
+@test "concurrent --reclaim-dead and recover calls append whole lines, one per action" {
+	n=6
+	T=$BATS_TEST_TMPDIR
+	for i in $(seq 1 $n); do
+		mkws "a$i" "b$i"
+		dead_acquired "$(W "a$i")" --purpose "job $i: $(printf 'x%.0s' $(seq 1 100))"
+		dead_acquired "$(W "b$i")"
+		printf '%s' "$DEAD_OWNER" >"$T/b$i.json"
+	done
+	pids=()
+	for i in $(seq 1 $n); do
+		timeout -k 5 30 "$WSLOCK" acquire --reclaim-dead -n --pid $$ "$(W "a$i")" </dev/null >"$T/out.a$i" 2>&1 3>&- &
+		pids+=($!)
+		timeout -k 5 30 "$WSLOCK" recover --expected-owner "$T/b$i.json" "$(W "b$i")" </dev/null >"$T/out.b$i" 2>&1 3>&- &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do
+		track_pid "$p"
+	done
+	for p in "${pids[@]}"; do
+		wait_exit "$p" 30 || fail "a call did not finish"
+		[ "$WAIT_STATUS" = 0 ] || fail "a call exited $WAIT_STATUS: $(cat "$T"/out.*)"
+	done
+	assert_journal_lines_parse
+	[ "$JOURNAL_N" = $((2 * n)) ] || fail "expected $((2 * n)) lines, got $JOURNAL_N"
+	expect=$(for i in $(seq 1 $n); do canon "$(W "a$i")"; canon "$(W "b$i")"; done | sort)
+	[ "$(jq -r .workspace_root "$(journal)" | sort)" = "$expect" ] || fail "workspaces in the journal differ"
+	[ "$(jq -r 'select(.action == "reclaim-dead") | .workspace_root' "$(journal)" | wc -l)" = $n ] || fail "reclaim-dead lines"
+	[ "$(jq -r 'select(.action == "recover") | .workspace_root' "$(journal)" | wc -l)" = $n ] || fail "recover lines"
+}
+
+@test "journal lines of reclaim -- CMD and of a recover with CMD name the new owner" {
+	mkws a b
+	dead_acquired "$(W a)"
+	printf '%s' "$DEAD_OWNER" >"$BATS_TEST_TMPDIR/a.json"
+	run -0 wsl recover --expected-owner "$BATS_TEST_TMPDIR/a.json" "$(W a)" -- sh -c 'printf %s "$WSLOCK_TOKEN" >"$1/a.tok"' sh "$BATS_TEST_TMPDIR"
+	dead_acquired "$(W b)"
+	b_old=$DEAD_OWNER
+	run -0 wsl reclaim --yes "$(W b)" -- sh -c 'printf %s "$WSLOCK_TOKEN" >"$1/b.tok"' sh "$BATS_TEST_TMPDIR"
+	assert_journal_lines_parse
+	jq -e --arg t "$(cat "$BATS_TEST_TMPDIR/a.tok")" '.action == "recover" and .new_owner.token == $t' <<<"$(jline 1)" >/dev/null ||
+		fail "line 1: $(jline 1)"
+	jq -e --arg t "$(cat "$BATS_TEST_TMPDIR/b.tok")" --argjson o "$b_old" \
+		'.action == "reclaim" and .prior_owner == $o and .new_owner.token == $t and .new_owner.recovery_of == $o.token' \
+		<<<"$(jline 2)" >/dev/null || fail "line 2: $(jline 2)"
+}

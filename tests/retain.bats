@@ -1,0 +1,171 @@
+#!/usr/bin/env bats
+# --retain-on-failure (run, recover -- CMD): a failed command leaves the lock
+# retained (retained.json); inspect says "retained"; acquire and run get
+# WSLOCK_RECOVERY_REQUIRED; nothing but an exact recover clears it.
+
+load helpers
+
+retained_file() { printf '%s/retained.json' "$(lock_dir_of "$1")"; }
+
+# assert_retained WS EXIT-STATUS|null SIGNAL|null
+assert_retained() {
+	local f
+	f=$(retained_file "$1")
+	[ -f "$f" ] || fail "no retained.json for $1"
+	[ "$(stat -c %a "$f")" = 600 ] || fail "retained.json mode $(stat -c %a "$f")"
+	jq -e --argjson e "$2" --argjson s "$3" '
+		(.reason | type == "string" and length > 0)
+		and .exit_status == $e and .signal == $s
+		and (.retained_at | type == "string" and test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z$"))' \
+		"$f" >/dev/null || fail "retained.json: $(cat "$f")"
+	inspect_json "$1"
+	jq_ok '.state == "retained" and .owner != null' "$INSPECT"
+}
+
+@test "run --retain-on-failure: a non-zero exit keeps the lock retained with reason, exit status and time" {
+	mkws a
+	run -3 --separate-stderr wsl run --retain-on-failure --purpose "schema migration" "$(W a)" -- sh -c 'exit 3'
+	[ -z "$output" ] || fail "run printed on stdout: $output"
+	[ -n "$stderr" ] || fail "run did not say the lock is retained"
+	assert_retained "$(W a)" 3 null
+	jq_ok '.owner.purpose == "schema migration"' "$INSPECT"
+	# inspect --all shows it too.
+	run -0 --separate-stderr wsl inspect --all
+	jq_ok "[.locks[] | select(.workspace_root == \"$(canon "$(W a)")\") | .state] == [\"retained\"]"
+}
+
+@test "run --retain-on-failure: a child killed by a signal keeps the lock retained with the signal" {
+	mkws a b
+	run -137 --separate-stderr wsl run --retain-on-failure "$(W a)" -- sh -c 'kill -KILL $$'
+	assert_retained "$(W a)" null 9
+	run -143 --separate-stderr wsl run --retain-on-failure "$(W b)" -- sh -c 'kill -TERM $$'
+	assert_retained "$(W b)" null 15
+}
+
+@test "run --retain-on-failure with a successful command releases normally; without it a failure releases" {
+	mkws a b
+	run -0 --separate-stderr wsl run --retain-on-failure "$(W a)" -- true
+	inspect_json "$(W a)"
+	jq_ok '.state == "free"' "$INSPECT"
+	[ ! -e "$(lock_dir_of "$(W a)")" ] || fail "lock left behind"
+	run -4 --separate-stderr wsl run "$(W b)" -- sh -c 'exit 4'
+	inspect_json "$(W b)"
+	jq_ok '.state == "free"' "$INSPECT"
+}
+
+@test "a retained lock: acquire and run get 69 WSLOCK_RECOVERY_REQUIRED, --reclaim-dead does not take it, nothing changes" {
+	mkws a
+	run -1 --separate-stderr wsl run --retain-on-failure "$(W a)" -- false
+	assert_retained "$(W a)" 1 null
+	before=$(registry_snapshot)
+	run -69 --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+	assert_json_error WSLOCK_RECOVERY_REQUIRED
+	jq_ok '.error.holder != null'
+	# Without -n it does not wait for a retained lock either.
+	run -69 --separate-stderr timeout -k 2 10 "$WSLOCK" acquire --pid $$ "$(W a)"
+	assert_json_error WSLOCK_RECOVERY_REQUIRED
+	run -69 --separate-stderr wsl acquire -n --reclaim-dead --pid $$ "$(W a)"
+	assert_json_error WSLOCK_RECOVERY_REQUIRED
+	run -69 --separate-stderr wsl run -n "$(W a)" -- touch "$BATS_TEST_TMPDIR/ran"
+	assert_run_error WSLOCK_RECOVERY_REQUIRED
+	run -69 --separate-stderr wsl run -n --reclaim-dead "$(W a)" -- touch "$BATS_TEST_TMPDIR/ran"
+	assert_run_error WSLOCK_RECOVERY_REQUIRED
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ] || fail "a command ran on a retained workspace"
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+	[ ! -e "$WSLOCK_DIR/journal.jsonl" ] || fail "journal written"
+}
+
+@test "only an exact recover clears a retained lock" {
+	mkws a
+	run -2 --separate-stderr wsl run --retain-on-failure "$(W a)" -- sh -c 'exit 2'
+	wsl inspect --owner "$(W a)" >"$BATS_TEST_TMPDIR/owner.json"
+	old=$(cat "$BATS_TEST_TMPDIR/owner.json")
+	before=$(registry_snapshot)
+	jq -c '.pid_start_ticks += 1' "$BATS_TEST_TMPDIR/owner.json" >"$BATS_TEST_TMPDIR/wrong.json"
+	run -65 --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/wrong.json" "$(W a)"
+	assert_json_error WSLOCK_OWNER_MISMATCH
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+	run -0 --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/owner.json" "$(W a)"
+	jq_ok '.action == "recovered" and .released == true'
+	jq -e --argjson o "$old" '.prior_owner == $o and .owner.recovery_of == $o.token' <<<"$output" >/dev/null || fail "$output"
+	inspect_json "$(W a)"
+	jq_ok '.state == "free"' "$INSPECT"
+	[ ! -e "$(lock_dir_of "$(W a)")" ] || fail "lock (retained.json) left behind"
+	run -0 --separate-stderr wsl run -n "$(W a)" -- true
+}
+
+@test "recover -- CMD --retain-on-failure with a failing CMD leaves the lock retained again" {
+	mkws a
+	run -2 --separate-stderr wsl run --retain-on-failure --operation-id op-r "$(W a)" -- sh -c 'exit 2'
+	wsl inspect --owner "$(W a)" >"$BATS_TEST_TMPDIR/owner.json"
+	first_tok=$(jq -r .token "$BATS_TEST_TMPDIR/owner.json")
+	run -6 --separate-stderr wsl recover --retain-on-failure --expected-owner "$BATS_TEST_TMPDIR/owner.json" "$(W a)" \
+		-- sh -c 'printf %s "$WSLOCK_TOKEN" >"$1/tok"; exit 6' sh "$BATS_TEST_TMPDIR"
+	assert_retained "$(W a)" 6 null
+	jq -e --arg t "$(cat "$BATS_TEST_TMPDIR/tok")" --arg f "$first_tok" \
+		'.owner.token == $t and .owner.recovery_of == $f and .owner.operation_id == "op-r"' <<<"$INSPECT" >/dev/null ||
+		fail "retained owner is not the recovered one: $INSPECT"
+	run -69 --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+	assert_json_error WSLOCK_RECOVERY_REQUIRED
+	# The old document no longer matches; the new one clears it.
+	run -65 --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/owner.json" "$(W a)"
+	assert_json_error WSLOCK_OWNER_MISMATCH
+	wsl inspect --owner "$(W a)" >"$BATS_TEST_TMPDIR/owner2.json"
+	run -0 --separate-stderr wsl recover --retain-on-failure --expected-owner "$BATS_TEST_TMPDIR/owner2.json" "$(W a)" -- true
+	inspect_json "$(W a)"
+	jq_ok '.state == "free"' "$INSPECT"
+}
+
+@test "recover -- CMD failing by signal with --retain-on-failure is retained with the signal; without it, released" {
+	mkws a b
+	run -1 --separate-stderr wsl run --retain-on-failure "$(W a)" -- false
+	wsl inspect --owner "$(W a)" >"$BATS_TEST_TMPDIR/a.json"
+	run -143 --separate-stderr wsl recover --retain-on-failure --expected-owner "$BATS_TEST_TMPDIR/a.json" "$(W a)" -- sh -c 'kill -TERM $$'
+	assert_retained "$(W a)" null 15
+	run -1 --separate-stderr wsl run --retain-on-failure "$(W b)" -- false
+	wsl inspect --owner "$(W b)" >"$BATS_TEST_TMPDIR/b.json"
+	run -9 --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/b.json" "$(W b)" -- sh -c 'exit 9'
+	inspect_json "$(W b)"
+	jq_ok '.state == "free"' "$INSPECT"
+}
+
+@test "a retained lock survives reclaim, with and without --force --reason" {
+	mkws a
+	run -1 --separate-stderr wsl run --retain-on-failure "$(W a)" -- false
+	before=$(registry_snapshot)
+	run -0 --separate-stderr wsl reclaim
+	jq_ok "[.candidates[] | select(.workspace_root == \"$(canon "$(W a)")\") | .reclaimable] == [false]"
+	run -0 --separate-stderr wsl reclaim --yes
+	jq_ok '.reclaimed == []'
+	jq_ok "[.skipped[].workspace_root] == [\"$(canon "$(W a)")\"]"
+	run -0 --separate-stderr wsl reclaim --yes --force --reason "clean everything" "$(W a)"
+	jq_ok '.reclaimed == []'
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+	inspect_json "$(W a)"
+	jq_ok '.state == "retained"' "$INSPECT"
+}
+
+@test "a retained lock still held by the failed command's background process is live: recover waits for it to end" {
+	mkws a
+	T=$BATS_TEST_TMPDIR
+	run -3 --separate-stderr wsl run --retain-on-failure "$(W a)" -- sh -c '
+		( while [ ! -e "$1/GO" ]; do sleep 0.05; done ) </dev/null >/dev/null 2>&1 &
+		echo $! >"$1/bg.pid"
+		exit 3' sh "$T"
+	bg=$(cat "$T/bg.pid")
+	track_pid "$bg"
+	inspect_json "$(W a)"
+	jq_ok '.state == "retained" and .liveness == "live"' "$INSPECT"
+	wsl inspect --owner "$(W a)" >"$T/owner.json"
+	before=$(registry_snapshot)
+	run -75 --separate-stderr wsl recover --expected-owner "$T/owner.json" "$(W a)"
+	assert_json_error WSLOCK_OWNER_LIVE
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+	touch "$T/GO"
+	wait_for "! is_running $bg" 10
+	inspect_json "$(W a)"
+	jq_ok '.state == "retained" and .liveness == "dead"' "$INSPECT"
+	run -0 --separate-stderr wsl recover --expected-owner "$T/owner.json" "$(W a)"
+	inspect_json "$(W a)"
+	jq_ok '.state == "free"' "$INSPECT"
+}

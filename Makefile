@@ -23,12 +23,14 @@ endif
 ifneq ($(SANITIZE),)
 SAN = -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
+VERSION := $(shell cat VERSION)
 PKGS = jansson libsodium
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS))
 PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS))
 
 # The user's CFLAGS come last so they can override ours.
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) $(SAN) $(PKG_CFLAGS) $(CFLAGS)
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DWSLOCK_VERSION='"$(VERSION)"' -O2 -g \
+	$(WARN) $(SAN) $(PKG_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(SAN) $(LDFLAGS)
 LIBS = $(PKG_LIBS) -lm
 
@@ -44,7 +46,7 @@ all: wslock
 wslock: $(CORE) $(CLI)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
-src/%.o: src/%.c src/*.h
+src/%.o: src/%.c src/*.h VERSION
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 tests/unit/%: tests/unit/%.c $(CORE)
@@ -63,12 +65,23 @@ unit: $(UNIT)
 check: wslock unit
 	bats tests/
 
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/vendor-completions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+
 install: wslock
-	install -d $(DESTDIR)$(BINDIR)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR) \
+		$(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
 	install -m 0755 wslock $(DESTDIR)$(BINDIR)/wslock
+	install -m 0644 man/wslock.1 $(DESTDIR)$(MANDIR)/man1/wslock.1
+	install -m 0644 completions/wslock.bash $(DESTDIR)$(BASHCOMPDIR)/wslock
+	install -m 0644 completions/_wslock $(DESTDIR)$(ZSHCOMPDIR)/_wslock
+	install -m 0644 completions/wslock.fish $(DESTDIR)$(FISHCOMPDIR)/wslock.fish
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/wslock
+	rm -f $(DESTDIR)$(BINDIR)/wslock $(DESTDIR)$(MANDIR)/man1/wslock.1 \
+		$(DESTDIR)$(BASHCOMPDIR)/wslock $(DESTDIR)$(ZSHCOMPDIR)/_wslock \
+		$(DESTDIR)$(FISHCOMPDIR)/wslock.fish
 
 clean:
 	rm -f wslock wslock-test src/*.o $(UNIT)

@@ -11,7 +11,9 @@
 #include "error.h"
 #include "registry.h"
 
-#define WSLOCK_VERSION "0.1.0"
+#ifndef WSLOCK_VERSION		/* from the VERSION file, by the Makefile */
+#define WSLOCK_VERSION "unknown"
+#endif
 
 /* One option of a subcommand. id is what the parse callback receives: the
  * short letter when there is one, else a value >= 256. */

@@ -524,6 +524,25 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 	return rc;
 }
 
+long long cli_opt_seconds(const char *option, const char *arg, struct wsl_error *err)
+{
+	long long ms = cli_parse_seconds(arg);
+
+	if (ms < 0)
+		wsl_error_set(err, WSL_USAGE,
+			      "%s takes a number of seconds (e.g. 10 or 0.5), not '%s'", option, arg);
+	return ms;
+}
+
+int cli_opt_reason(const char *arg, const char **out, struct wsl_error *err)
+{
+	if (!owner_purpose_valid(arg))
+		return wsl_error_set(err, WSL_USAGE, "--reason must be 1..%d printable characters",
+				     OWNER_PURPOSE_MAX);
+	*out = arg;
+	return 0;
+}
+
 int cli_hold_option(struct cli_hold *h, int id, const char *arg,
 		    struct wsl_error *err)
 {
@@ -531,11 +550,8 @@ int cli_hold_option(struct cli_hold *h, int id, const char *arg,
 
 	switch (id) {
 	case 'w':
-		h->wait.timeout_ms = cli_parse_seconds(arg);
-		if (h->wait.timeout_ms < 0)
-			return wsl_error_set(err, WSL_USAGE,
-					     "-w takes a number of seconds (e.g. 10 or 0.5), not '%s'", arg);
-		return 1;
+		h->wait.timeout_ms = cli_opt_seconds("-w", arg, err);
+		return h->wait.timeout_ms < 0 ? -1 : 1;
 	case 'n':
 		h->wait.nonblock = true;
 		return 1;

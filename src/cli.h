@@ -173,6 +173,13 @@ struct cli_hold {
 	const char *operation_id;
 };
 
+/* A duration option's value in ms (cli_parse_seconds), or -1 with a usage
+ * err naming the option. */
+long long cli_opt_seconds(const char *option, const char *arg, struct wsl_error *err);
+
+/* A --reason value: 1..128 printable characters, or -1 with a usage err. */
+int cli_opt_reason(const char *arg, const char **out, struct wsl_error *err);
+
 /* Handles an option of CLI_WAIT_OPTIONS: returns 1 when id was one of them
  * (0 when not), -1 with err for a bad value. */
 int cli_hold_option(struct cli_hold *h, int id, const char *arg,

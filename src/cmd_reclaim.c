@@ -42,12 +42,7 @@ static int reclaim_option(int id, const char *arg, void *ctx, struct wsl_error *
 		a->force = true;
 		return 0;
 	case OPT_REASON:
-		if (!owner_purpose_valid(arg))
-			return wsl_error_set(err, WSL_USAGE,
-					     "--reason must be 1..%d printable characters",
-					     OWNER_PURPOSE_MAX);
-		a->reason = arg;
-		return 0;
+		return cli_opt_reason(arg, &a->reason, err);
 	default:
 		return wsl_error_set(err, WSL_USAGE, "unexpected option");
 	}

@@ -47,12 +47,7 @@ static int recover_option(int id, const char *arg, void *ctx, struct wsl_error *
 		a->force = true;
 		return 0;
 	case OPT_REASON:
-		if (!owner_purpose_valid(arg))
-			return wsl_error_set(err, WSL_USAGE,
-					     "--reason must be 1..%d printable characters",
-					     OWNER_PURPOSE_MAX);
-		a->reason = arg;
-		return 0;
+		return cli_opt_reason(arg, &a->reason, err);
 	case OPT_RETAIN:
 		a->retain = true;
 		return 0;
@@ -60,11 +55,8 @@ static int recover_option(int id, const char *arg, void *ctx, struct wsl_error *
 		a->print_owner = true;
 		return 0;
 	case OPT_KILL_AFTER:
-		a->kill_after_ms = cli_parse_seconds(arg);
-		if (a->kill_after_ms < 0)
-			return wsl_error_set(err, WSL_USAGE,
-					     "--kill-after takes a number of seconds, not '%s'", arg);
-		return 0;
+		a->kill_after_ms = cli_opt_seconds("--kill-after", arg, err);
+		return a->kill_after_ms < 0 ? -1 : 0;
 	default:
 		return wsl_error_set(err, WSL_USAGE, "unexpected option");
 	}

@@ -47,11 +47,8 @@ static int run_option(int id, const char *arg, void *ctx, struct wsl_error *err)
 		a->hold.wait.reclaim_dead = true;
 		return 0;
 	case OPT_KILL_AFTER:
-		a->kill_after_ms = cli_parse_seconds(arg);
-		if (a->kill_after_ms < 0)
-			return wsl_error_set(err, WSL_USAGE,
-					     "--kill-after takes a number of seconds, not '%s'", arg);
-		return 0;
+		a->kill_after_ms = cli_opt_seconds("--kill-after", arg, err);
+		return a->kill_after_ms < 0 ? -1 : 0;
 	default:
 		return wsl_error_set(err, WSL_USAGE, "unexpected option");
 	}

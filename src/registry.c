@@ -540,6 +540,9 @@ static void stage_name(char out[STAGE_NAME_MAX], const char *prefix)
 	snprintf(out, STAGE_NAME_MAX, "%s.%ld.%s", prefix, (long)getpid(), rnd);
 }
 
+static int unpublish(struct registry *reg, const char *key,
+		     const char *workspace, struct wsl_error *err);
+
 /* Writes and publishes o; the caller holds the coordination lock and has
  * checked that nothing overlaps. */
 static int publish(struct registry *reg, const struct owner *o, int *live_fd,
@@ -601,15 +604,14 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 	}
 	CRASH_POINT("acquire:published");
 	if (fsx_fsync_dir(reg->locks_fd) != 0) {
-		/* Published but perhaps not durable: keep the lock, say so. */
-		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s/locks", reg->path);
+		/* Published but not durable: a holder must not work on that
+		 * promise, so take the lock back and fail. */
+		int e = errno;
 		fsx_close(sfd);
 		free(text);
-		if (live_fd != NULL)
-			*live_fd = lfd;
-		else
-			fsx_close(lfd);
-		return 0;
+		fsx_close(lfd);
+		unpublish(reg, key, o->workspace_root, err);
+		return wsl_error_errno(err, WSL_IO, e, "cannot sync %s/locks", reg->path);
 	}
 	CRASH_POINT("acquire:dir-synced");
 	fsx_close(sfd);

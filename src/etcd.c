@@ -21,16 +21,99 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+/* libcurl's type-checking macros would wrap the calls below; the calls go
+ * through function pointers instead (see curl_load). */
+#define CURL_DISABLE_TYPECHECK 1
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <jansson.h>
 
 #include "crypto.h"
+
+/*
+ * libcurl is loaded with dlopen(3) when the etcd backend is first used,
+ * not linked: its thirty-odd shared libraries would add ~3 ms to every
+ * wslock start (measured against a jansson+libsodium binary; see
+ * bench/RESULTS.md), while only --backend etcd needs them. The functions
+ * are called through this table; the names below are macros for it.
+ */
+static struct {
+	CURLcode (*global_init)(long flags);
+	CURL *(*easy_init)(void);
+	CURLcode (*easy_setopt)(CURL *h, CURLoption opt, ...);
+	CURLcode (*easy_perform)(CURL *h);
+	CURLcode (*easy_getinfo)(CURL *h, CURLINFO info, ...);
+	void (*easy_reset)(CURL *h);
+	void (*easy_cleanup)(CURL *h);
+	const char *(*easy_strerror)(CURLcode code);
+	struct curl_slist *(*slist_append)(struct curl_slist *l, const char *s);
+	void (*slist_free_all)(struct curl_slist *l);
+} curlf;
+
+#define curl_global_init curlf.global_init
+#define curl_easy_init curlf.easy_init
+#undef curl_easy_setopt
+#undef curl_easy_getinfo
+#define curl_easy_setopt curlf.easy_setopt
+#define curl_easy_perform curlf.easy_perform
+#define curl_easy_getinfo curlf.easy_getinfo
+#define curl_easy_reset curlf.easy_reset
+#define curl_easy_cleanup curlf.easy_cleanup
+#define curl_easy_strerror curlf.easy_strerror
+#define curl_slist_append curlf.slist_append
+#define curl_slist_free_all curlf.slist_free_all
+
+/* Loads libcurl.so.4 and fills curlf; returns 0 or -1 with
+ * WSL_BACKEND_UNAVAILABLE naming what is missing. */
+static int curl_load(struct wsl_error *err)
+{
+	static void *lib;
+	static const struct {
+		const char *name;
+		size_t offset;
+	} syms[] = {
+#define SYM(field, name) { name, offsetof(__typeof__(curlf), field) }
+		SYM(global_init, "curl_global_init"),
+		SYM(easy_init, "curl_easy_init"),
+		SYM(easy_setopt, "curl_easy_setopt"),
+		SYM(easy_perform, "curl_easy_perform"),
+		SYM(easy_getinfo, "curl_easy_getinfo"),
+		SYM(easy_reset, "curl_easy_reset"),
+		SYM(easy_cleanup, "curl_easy_cleanup"),
+		SYM(easy_strerror, "curl_easy_strerror"),
+		SYM(slist_append, "curl_slist_append"),
+		SYM(slist_free_all, "curl_slist_free_all"),
+#undef SYM
+	};
+	size_t i;
+
+	if (lib != NULL)
+		return 0;
+	lib = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+	if (lib == NULL)
+		return wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,
+				     "the etcd backend needs libcurl (libcurl.so.4, Debian package libcurl4): %s",
+				     dlerror());
+	for (i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		void *f = dlsym(lib, syms[i].name);
+		if (f == NULL) {
+			dlclose(lib);
+			lib = NULL;
+			return wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,
+					     "libcurl.so.4 lacks %s", syms[i].name);
+		}
+		/* POSIX dlsym: a function pointer travels as void *. */
+		memcpy((char *)&curlf + syms[i].offset, &f, sizeof(f));
+	}
+	return 0;
+}
 
 #define URL_MAX 1024		/* bytes of one endpoint base URL */
 #define FAIL_MAX 900		/* bytes of the collected per-endpoint failures */
@@ -156,6 +239,8 @@ int etcd_open(struct etcd_client **out, const char *endpoints, long timeout_ms,
 		return wsl_error_set(err, WSL_USAGE,
 				     "etcd timeout must be positive");
 	if (!curl_ready) {
+		if (curl_load(err) != 0)
+			return -1;
 		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 			return wsl_error_set(err, WSL_INTERNAL,
 					     "cannot initialise libcurl");

@@ -454,12 +454,9 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 	 * elsewhere (logs, CI) it is printed once. */
 	bool tty = !c->quiet && isatty(STDERR_FILENO);
 	bool told = false;
-	int watch, rc;
+	int watch = 0, rc;
+	bool watching = false;
 
-	watch = registry_wait_prepare(reg, &werr);
-	if (watch < 0 && c->verbose)
-		fprintf(stderr, "wslock: %s; polling instead\n", werr.message);
-	wsl_error_clear(&werr);
 	for (;;) {
 		struct lock_entry conflict;
 		char who[1024], subject[2 * PATH_MAX + 64];
@@ -496,6 +493,19 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 			rc = -1;
 			break;
 		}
+		if (!watching) {
+			/* Only now, on a conflict: an uncontended acquire needs no
+			 * watch (closing an inotify fd can cost milliseconds).
+			 * Then try once more, since a release that came before the
+			 * watch existed would wake nobody. */
+			watching = true;
+			watch = registry_wait_prepare(reg, &werr);
+			if (watch < 0 && c->verbose)
+				fprintf(stderr, "wslock: %s; polling instead\n", werr.message);
+			wsl_error_clear(&werr);
+			lock_entry_free(&conflict);
+			continue;
+		}
 		if (tty) {
 			status_line(now_ms() - start, subject, who);
 			told = true;
@@ -504,7 +514,9 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 			told = true;
 		}
 		lock_entry_free(&conflict);
-		wait_ms = 250;
+		/* With a watch, releases wake us at once; the poll only notices
+		 * holders that died without releasing. */
+		wait_ms = watch == 0 ? 1000 : 250;
 		if (deadline >= 0 && deadline - now_ms() < wait_ms)
 			wait_ms = deadline - now_ms() < 0 ? 0 : deadline - now_ms();
 		rc = registry_wait(reg, w->sigfd, (long)wait_ms, err);

@@ -490,10 +490,12 @@ static void conflict_keep(struct lock_entry *best, struct lock_entry *cand)
 	memset(cand, 0, sizeof(*cand));
 }
 
+enum marker_step { MARKER_ADD, MARKER_SYNC, MARKER_REMOVE };
+
 struct marker_ctx {
 	struct registry *reg;
 	const char *key;	/* the held workspace's key */
-	bool remove;
+	enum marker_step step;
 	struct wsl_error *err;
 };
 
@@ -504,7 +506,20 @@ static int marker_apply(const char *ancestor, void *arg)
 	int fd, mfd;
 
 	crypto_path_key(ancestor, akey);
-	if (m->remove) {
+	if (m->step == MARKER_SYNC) {
+		/* After every marker exists: the first fsync commits them all
+		 * on a journaling filesystem, the others find little to do. */
+		fd = fsx_openat(m->reg->nest_fd, akey, O_RDONLY | O_DIRECTORY, 0);
+		if (fd < 0 || fsx_fsync_dir(fd) != 0) {
+			wsl_error_errno(m->err, WSL_IO, errno, "cannot sync nest marker of %s",
+					ancestor);
+			fsx_close(fd);
+			return -1;
+		}
+		fsx_close(fd);
+		return 0;
+	}
+	if (m->step == MARKER_REMOVE) {
 		fd = fsx_openat(m->reg->nest_fd, akey, O_RDONLY | O_DIRECTORY, 0);
 		if (fd < 0)
 			return 0;
@@ -521,7 +536,7 @@ static int marker_apply(const char *ancestor, void *arg)
 	if (fd < 0)
 		return -1;
 	mfd = fsx_openat(fd, m->key, O_WRONLY | O_CREAT | O_NONBLOCK, 0600);
-	if (mfd < 0 || fsx_fsync_dir(fd) != 0) {
+	if (mfd < 0) {
 		wsl_error_errno(m->err, WSL_IO, errno, "cannot write nest marker in %s", path);
 		fsx_close(mfd);
 		fsx_close(fd);
@@ -589,7 +604,10 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 		goto fail;
 	}
 	CRASH_POINT("acquire:staging-synced");
-	m = (struct marker_ctx){ reg, key, false, err };
+	m = (struct marker_ctx){ reg, key, MARKER_ADD, err };
+	if (registry_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0)
+		goto fail_markers;
+	m.step = MARKER_SYNC;
 	if (registry_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0)
 		goto fail_markers;
 	if (fsx_fsync_dir(reg->nest_fd) != 0) {
@@ -622,7 +640,7 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 		fsx_close(lfd);
 	return 0;
 fail_markers:
-	m.remove = true;
+	m.step = MARKER_REMOVE;
 	registry_for_each_ancestor(o->workspace_root, marker_apply, &m);
 fail:
 	fsx_close(lfd);
@@ -684,7 +702,7 @@ static int unpublish(struct registry *reg, const char *key,
 		return wsl_error_errno(err, WSL_IO, errno,
 				       "cannot remove the lock of %s", workspace);
 	CRASH_POINT("release:renamed");
-	m = (struct marker_ctx){ reg, key, true, err };
+	m = (struct marker_ctx){ reg, key, MARKER_REMOVE, err };
 	registry_for_each_ancestor(workspace, marker_apply, &m);
 	CRASH_POINT("release:markers-removed");
 	/* A corrupt lock may be a symlink or a file: unlink it, never follow. */

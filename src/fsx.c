@@ -219,14 +219,14 @@ fail:
 }
 
 int fsx_write_new_file(int dirfd, const char *name, const void *data,
-		       size_t len)
+		       size_t len, bool sync)
 {
 	int fd, e;
 
 	fd = fsx_openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL, 0600);
 	if (fd < 0)
 		return -1;
-	if (fsx_write_all(fd, data, len) != 0 || fsx_fsync(fd) != 0) {
+	if (fsx_write_all(fd, data, len) != 0 || (sync && fsx_fsync(fd) != 0)) {
 		e = errno;
 		fsx_close(fd);
 		errno = e;

@@ -65,9 +65,9 @@ int fsx_read_file_checked(int dirfd, const char *name, const char *path,
 			  struct wsl_error *err);
 
 /* Creates name below dirfd exclusively (0600), writes len bytes, fsyncs it
- * and closes it. An existing name fails with EEXIST. */
+ * when sync is true, and closes it. An existing name fails with EEXIST. */
 int fsx_write_new_file(int dirfd, const char *name, const void *data,
-		       size_t len);
+		       size_t len, bool sync);
 
 /* Opens dirfd's directory again read-only and fsyncs it, so that entries
  * created or renamed in it survive a crash. */

@@ -18,7 +18,7 @@ static json_t *str_or_null(const char *s)
 }
 
 int journal_append(int dir_fd, const char *path, const struct journal_event *ev,
-		   struct wsl_error *err)
+		   bool sync, struct wsl_error *err)
 {
 	char now[WSL_TIME_LEN + 1], host[WSL_HOST_MAX + 1], jpath[4200];
 	json_t *line, *actor;
@@ -77,7 +77,7 @@ int journal_append(int dir_fd, const char *path, const struct journal_event *ev,
 	CRASH_POINT("journal:opened");
 	/* One write(2) per line: with O_APPEND the kernel places it whole at
 	 * the end, so lines from concurrent writers never interleave. */
-	if (fsx_write_all(fd, text, len + 1) != 0 || fsx_fsync(fd) != 0) {
+	if (fsx_write_all(fd, text, len + 1) != 0 || (sync && fsx_fsync(fd) != 0)) {
 		wsl_error_errno(err, WSL_IO, errno, "cannot append to %s", jpath);
 		goto out;
 	}

@@ -26,10 +26,11 @@ struct journal_event {
  * host) to journal.jsonl below the registry directory dir_fd (path for
  * messages): opened O_APPEND | O_NOFOLLOW, created 0600, refused unless a
  * private regular file; the line goes out in one write(2) so concurrent
- * appends never interleave (O_APPEND, write(2)), then fsync. Returns 0 or
- * -1 with WSL_IO / WSL_UNSAFE_PATH.
+ * appends never interleave (O_APPEND, write(2)), then fsync unless sync
+ * is false (a filesystem where nothing survives a crash). Returns 0 or -1
+ * with WSL_IO / WSL_UNSAFE_PATH.
  */
 int journal_append(int dir_fd, const char *path, const struct journal_event *ev,
-		   struct wsl_error *err);
+		   bool sync, struct wsl_error *err);
 
 #endif

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -250,4 +252,55 @@ const char *platform_network_fs(int fd)
 		if ((unsigned long)st.f_type == netfs[i].magic)
 			return netfs[i].name;
 	return NULL;
+}
+
+/* The filesystem type mountinfo gives for device dev, into out. */
+static int mount_fstype(dev_t dev, char *out, size_t len)
+{
+	char want[32], line[4096];
+	FILE *f;
+	int rc = -1;
+
+	snprintf(want, sizeof(want), "%u:%u", major(dev), minor(dev));
+	f = fopen("/proc/self/mountinfo", "re");
+	if (f == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		char id[32], *sep;
+		/* "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw" */
+		if (sscanf(line, "%*s %*s %31s", id) != 1 || strcmp(id, want) != 0)
+			continue;
+		sep = strstr(line, " - ");
+		if (sep != NULL && sscanf(sep + 3, "%31s", want) == 1) {
+			snprintf(out, len, "%s", want);
+			rc = 0;
+		}
+		break;
+	}
+	fclose(f);
+	return rc;
+}
+
+enum fs_kind platform_fs_kind(int fd)
+{
+	struct statfs sf;
+	struct stat st;
+	char type[32];
+
+	if (fstatfs(fd, &sf) != 0)
+		return FS_OTHER;
+	switch ((unsigned long)sf.f_type) {
+	case 0x01021994:	/* TMPFS_MAGIC */
+	case 0x858458f6:	/* RAMFS_MAGIC */
+		return FS_VOLATILE;
+	case 0x58465342:	/* XFS_SUPER_MAGIC */
+		return FS_ORDERED;
+	case 0xef53:		/* EXT2/3/4_SUPER_MAGIC */
+		if (fstat(fd, &st) == 0 && mount_fstype(st.st_dev, type, sizeof(type)) == 0 &&
+		    (strcmp(type, "ext4") == 0 || strcmp(type, "ext3") == 0))
+			return FS_ORDERED;
+		return FS_OTHER;
+	default:
+		return FS_OTHER;
+	}
 }

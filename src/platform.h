@@ -54,6 +54,19 @@ void platform_now_iso(char out[WSL_TIME_LEN + 1]);
  * fields are in range (month 1..12, day 1..31, hour 0..23, ...). */
 bool platform_time_valid(const char *s);
 
+/* How a filesystem keeps metadata across a crash (see platform_fs_kind). */
+enum fs_kind {
+	FS_VOLATILE,	/* tmpfs, ramfs: nothing survives, nothing to sync */
+	FS_ORDERED,	/* ext3/ext4 and XFS: metadata is journaled and committed
+			 * in order, so one fsync commits every earlier change */
+	FS_OTHER,	/* anything else: fsync each directory changed */
+};
+
+/* Classifies the filesystem behind fd by statfs(2) f_type; ext2/3/4 share
+ * one magic number, so /proc/self/mountinfo tells ext2 (FS_OTHER) from
+ * ext3/ext4 (proc(5), mountinfo). Unknown or unreadable: FS_OTHER. */
+enum fs_kind platform_fs_kind(int fd);
+
 /* When the filesystem behind fd is a network filesystem (by statfs(2)
  * f_type: NFS, SMB/CIFS, AFS, Ceph, 9P, Lustre, GFS2, OCFS2...), returns
  * its name; NULL for a local one or when statfs fails. */

@@ -41,6 +41,7 @@ struct registry {
 	int dir_fd, locks_fd, nest_fd, tmp_fd, coord_fd;
 	int coord_held;		/* 0, LOCK_SH or LOCK_EX */
 	int watch_fd;		/* local: inotify on locks/, or -1 */
+	int fs_kind;		/* local: enum fs_kind of the registry */
 	void *impl;		/* other backends' state */
 	long long fence;	/* fencing token of the lock last acquired or
 				 * taken over (etcd create revision), 0: none */

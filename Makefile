@@ -86,6 +86,8 @@ uninstall:
 		$(DESTDIR)$(FISHCOMPDIR)/wslock.fish
 
 clean:
-	rm -f wslock wslock-test src/*.o $(UNIT)
+	rm -f wslock wslock-test src/*.o $(UNIT) bench/wslbench
+
+include bench/bench.mk
 
 .PHONY: all unit check install uninstall clean test-build

@@ -80,19 +80,64 @@ void cli_help(const struct cli_command *cmd)
 	       "path; 78 ownership lost (see wslock(1)).\n");
 }
 
+/* Copies a message for one line of stderr: control characters become
+ * escapes (\n, \t, \xHH) so that a hostile name cannot break the line or
+ * drive the terminal. */
+static void one_line(const char *in, char *out, size_t len)
+{
+	size_t o = 0;
+
+	for (; *in != '\0' && o + 5 < len; in++) {
+		unsigned char ch = (unsigned char)*in;
+		if (ch == '\n') {
+			out[o++] = '\\';
+			out[o++] = 'n';
+		} else if (ch == '\t') {
+			out[o++] = '\\';
+			out[o++] = 't';
+		} else if (ch < 0x20 || ch == 0x7f) {
+			o += (size_t)snprintf(out + o, len - o, "\\x%02x", ch);
+		} else {
+			out[o++] = (char)ch;
+		}
+	}
+	out[o] = '\0';
+}
+
+/* A JSON string of msg; invalid UTF-8 (from a hostile argument) is
+ * replaced by its one_line form with such bytes as '?'. */
+static json_t *message_json(const char *msg)
+{
+	char buf[sizeof(((struct wsl_error *)0)->message) * 4];
+	json_t *j = json_string(msg);
+	size_t i;
+
+	if (j != NULL)
+		return j;
+	one_line(msg, buf, sizeof(buf));
+	for (i = 0; buf[i] != '\0'; i++)
+		if ((unsigned char)buf[i] >= 0x80)
+			buf[i] = '?';
+	return json_string(buf);
+}
+
 static int vusage(struct cli *c, const char *fmt, va_list ap)
 {
 	struct wsl_error err = { 0 };
 
+	char line[sizeof(err.message) * 4];
+
 	err.code = WSL_USAGE;
 	vsnprintf(err.message, sizeof(err.message), fmt, ap);
 	if (c->json_errors) {
-		json_t *doc = json_pack("{s:{s:s,s:s}}", "error", "code",
-					wsl_code_name(WSL_USAGE), "message", err.message);
+		json_t *doc = json_pack("{s:{s:s,s:o}}", "error", "code",
+					wsl_code_name(WSL_USAGE), "message",
+					message_json(err.message));
 		if (doc != NULL)
 			cli_print_json(c, doc);
 	}
-	fprintf(stderr, "wslock: %s [%s]\n", err.message, wsl_code_name(WSL_USAGE));
+	one_line(err.message, line, sizeof(line));
+	fprintf(stderr, "wslock: %s [%s]\n", line, wsl_code_name(WSL_USAGE));
 	if (!c->quiet)
 		fprintf(stderr, "try 'wslock %s%s--help'\n", c->cmd ? c->cmd : "",
 			c->cmd ? " " : "");
@@ -250,7 +295,7 @@ int cli_fail(struct cli *c, struct wsl_error *err)
 	if (c->json_errors) {
 		json_t *doc = json_object(), *inner = json_object();
 		json_object_set_new(inner, "code", json_string(wsl_code_name(err->code)));
-		json_object_set_new(inner, "message", json_string(err->message));
+		json_object_set_new(inner, "message", message_json(err->message));
 		if (err->workspace_root != NULL)
 			json_object_set_new(inner, "workspace_root",
 					    json_string(err->workspace_root));
@@ -268,7 +313,11 @@ int cli_fail(struct cli *c, struct wsl_error *err)
 		json_object_set_new(doc, "error", inner);
 		cli_print_json(c, doc);
 	}
-	fprintf(stderr, "wslock: %s [%s]\n", err->message, wsl_code_name(err->code));
+	{
+		char line[sizeof(err->message) * 4];
+		one_line(err->message, line, sizeof(line));
+		fprintf(stderr, "wslock: %s [%s]\n", line, wsl_code_name(err->code));
+	}
 	return wsl_code_exit(err->code);
 }
 

@@ -1,0 +1,337 @@
+#!/usr/bin/env bats
+# acquire: the owner document, conflicts (same, nested, sibling, symlinked
+# workspaces), -n / -w / -E, option validation, dead holders.
+
+load helpers
+
+@test "acquire --pid \$\$ prints a complete schema 1 owner document" {
+	mkws a
+	run -0 --separate-stderr wsl acquire --pid $$ "$(W a)"
+	[ "${#lines[@]}" -eq 1 ] || fail "owner document is not one line: $output"
+	jq_ok "keys == $OWNER_KEYS"
+	jq_ok '.schema_version == 1 and (.schema_version | type == "number")'
+	jq_ok '.kind == "wslock-owner"'
+	jq_ok '.token | type == "string" and test("^[0-9a-f]{32}$")'
+	jq_ok ".pid == $$"
+	jq_ok '.pid_start_ticks | type == "number" and . >= 0 and floor == .'
+	jq_ok ".pid_start_ticks == $(start_ticks $$)"
+	jq_ok ".boot_id == \"$(cat /proc/sys/kernel/random/boot_id)\""
+	jq_ok ".host == \"$(uname -n)\""
+	jq_ok '.identity_policy == "pid-start-boot"'
+	jq_ok '.acquired_at | type == "string" and test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?Z$")'
+	jq_ok '.recovery_of == null'
+	jq_ok '.purpose | type == "string"'
+	jq_ok '.operation_id | type == "string" and test("^[A-Za-z0-9][A-Za-z0-9._-]{0,191}$")'
+	jq_ok ".workspace_root == \"$(canon "$(W a)")\""
+}
+
+@test "acquire records --purpose and --operation-id, and two acquires get different tokens" {
+	mkws a b
+	run -0 --separate-stderr wsl acquire --pid $$ --purpose 'nightly build #7' --operation-id build-42.a_b "$(W a)"
+	jq_ok '.purpose == "nightly build #7" and .operation_id == "build-42.a_b"'
+	t1=$(json_get .token)
+	run -0 --separate-stderr wsl acquire --pid $$ "$(W b)"
+	t2=$(json_get .token)
+	[ "$t1" != "$t2" ] || fail "same token twice: $t1"
+}
+
+@test "acquire publishes owner.json 0600 under locks/KEY with KEY = b2sum-256 of the canonical path" {
+	mkws a
+	run -0 --separate-stderr wsl acquire --pid $$ "$(W a)/"
+	d=$(lock_dir_of "$(W a)")
+	[ -f "$d/owner.json" ] || fail "no $d/owner.json; registry: $(find "$WSLOCK_DIR")"
+	[ "$(stat -c %a "$d/owner.json")" = 600 ] || fail "owner.json mode $(stat -c %a "$d/owner.json")"
+	[ "$(stat -c %a "$WSLOCK_DIR")" = 700 ] || fail "registry mode $(stat -c %a "$WSLOCK_DIR")"
+	jq -e --argjson o "$output" '. == $o' "$d/owner.json" >/dev/null ||
+		fail "owner.json differs from printed document: $(cat "$d/owner.json")"
+}
+
+@test "acquire without --pid records wslock's parent process" {
+	mkws a
+	run -0 sh -c 'echo $$; "$0" acquire "$1"' "$WSLOCK" "$(W a)"
+	[ "${#lines[@]}" -eq 2 ] || fail "unexpected output: $output"
+	jq_ok ".pid == ${lines[0]}" "${lines[1]}"
+}
+
+@test "acquired lock shows held/live in inspect and blocks run -n and acquire -n (75 WSLOCK_BUSY)" {
+	mkws a
+	acquire_as $$ "$(W a)"
+	inspect_json "$(W a)"
+	jq_ok '.state == "held" and .liveness == "live"' "$INSPECT"
+	jq -e --argjson o "$OWNER" '.owner == $o' <<<"$INSPECT" >/dev/null || fail "owner differs: $INSPECT"
+
+	run -75 --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+	assert_json_error WSLOCK_BUSY
+	[[ $stderr == *"$$"* ]] || fail "stderr does not name the holder pid $$: $stderr"
+
+	run -75 --separate-stderr wsl run -n "$(W a)" -- echo SHOULD-NOT-RUN
+	assert_run_error WSLOCK_BUSY
+}
+
+@test "acquire -w 0.3 on a held workspace fails with 75 WSLOCK_TIMEOUT" {
+	mkws a
+	hold "$(W a)"
+	run -75 --separate-stderr wsl acquire -w 0.3 --pid $$ "$(W a)"
+	assert_json_error_after_wait WSLOCK_TIMEOUT
+}
+
+@test "acquire -w 0 is a single attempt reported as WSLOCK_TIMEOUT" {
+	mkws a
+	hold "$(W a)"
+	run -75 --separate-stderr wsl acquire -w 0 --pid $$ "$(W a)"
+	assert_json_error WSLOCK_TIMEOUT
+}
+
+@test "acquire -E 9 -n on a held workspace exits 9; -E does not change other failures" {
+	mkws a b
+	hold "$(W a)"
+	run -9 --separate-stderr wsl acquire -E 9 -n --pid $$ "$(W a)"
+	jq_ok '.error.code == "WSLOCK_BUSY"'
+	run -9 --separate-stderr wsl acquire -E 9 -w 0.2 --pid $$ "$(W a)"
+	jq_ok '.error.code == "WSLOCK_TIMEOUT"'
+	run -66 --separate-stderr wsl acquire -E 9 -n --pid $$ "$(W nonexistent)"
+	assert_json_error WSLOCK_NO_WORKSPACE
+}
+
+@test "long option forms: --nonblock, --timeout, --conflict-exit-code, --quiet, --verbose" {
+	mkws a
+	hold "$(W a)"
+	run -75 --separate-stderr wsl acquire --nonblock --pid $$ "$(W a)"
+	assert_json_error WSLOCK_BUSY
+	run -75 --separate-stderr wsl acquire --timeout 0.2 --pid $$ "$(W a)"
+	assert_json_error_after_wait WSLOCK_TIMEOUT
+	run -9 --separate-stderr wsl acquire --conflict-exit-code 9 --nonblock --quiet --pid $$ "$(W a)"
+	jq_ok '.error.code == "WSLOCK_BUSY"'
+	run -75 --separate-stderr wsl acquire --verbose --nonblock --pid $$ "$(W a)"
+	jq_ok '.error.code == "WSLOCK_BUSY"'
+	[ "$(jq -s length <<<"$output")" = 1 ] || fail "--verbose put more than JSON on stdout: $output"
+}
+
+@test "acquire --verbose keeps stdout to the one owner document" {
+	mkws a
+	run -0 --separate-stderr wsl acquire -v --pid $$ "$(W a)"
+	[ "$(jq -s length <<<"$output")" = 1 ] || fail "stdout: $output"
+	jq_ok '.kind == "wslock-owner"'
+}
+
+@test "acquire -E accepts 0..255 only" {
+	mkws a
+	run -64 --separate-stderr wsl acquire -E 256 -n --pid $$ "$(W a)"
+	assert_usage_error
+	run -64 --separate-stderr wsl acquire -E -1 -n --pid $$ "$(W a)"
+	assert_usage_error
+	run -64 --separate-stderr wsl acquire -E x -n --pid $$ "$(W a)"
+	assert_usage_error
+	inspect_json "$(W a)"
+	jq_ok '.state == "free"' "$INSPECT"
+	run -0 --separate-stderr wsl acquire -E 255 -n --pid $$ "$(W a)"
+}
+
+@test "acquire rejects bad -w values with 64" {
+	mkws a
+	for v in abc -1 '' 1x; do
+		run -64 --separate-stderr wsl acquire -w "$v" --pid $$ "$(W a)"
+		assert_usage_error
+	done
+}
+
+@test "--operation-id must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,191}\$" {
+	mkws a
+	long_ok=a$(printf 'b%.0s' $(seq 191))
+	long_bad=a$(printf 'b%.0s' $(seq 192))
+	for bad in '' -abc .abc 'a b' 'a/b' 'a:b' "$long_bad" $'a\nb' 'é'; do
+		run -64 --separate-stderr wsl acquire --pid $$ --operation-id="$bad" "$(W a)"
+		assert_usage_error
+	done
+	[ ! -e "$(lock_dir_of "$(W a)")" ] || fail "a refused acquire left a lock"
+	run -0 --separate-stderr wsl acquire --pid $$ --operation-id "$long_ok" "$(W a)"
+	jq_ok ".operation_id == \"$long_ok\""
+}
+
+@test "--purpose must be 1..128 printable characters" {
+	mkws a
+	p128=$(printf 'p%.0s' $(seq 128))
+	for bad in '' "${p128}x" $'tab\there' $'new\nline' $'bell\a'; do
+		run -64 --separate-stderr wsl acquire --pid $$ --purpose "$bad" "$(W a)"
+		assert_usage_error
+	done
+	[ ! -e "$(lock_dir_of "$(W a)")" ] || fail "a refused acquire left a lock"
+	run -0 --separate-stderr wsl acquire --pid $$ --purpose "$p128" "$(W a)"
+	jq_ok ".purpose == \"$p128\""
+}
+
+@test "acquire --pid rejects pids outside 1..4194304 and non-numbers with 64" {
+	mkws a
+	for bad in 0 -1 4194305 abc 12x ''; do
+		run -64 --separate-stderr wsl acquire --pid "$bad" "$(W a)"
+		assert_usage_error
+	done
+}
+
+@test "acquire --pid of a process that has exited is refused (64) or recorded as dead" {
+	mkws a
+	p=$(dead_pid)
+	if is_running "$p"; then fail "pid $p still runs"; fi
+	run --separate-stderr wsl acquire --pid "$p" "$(W a)"
+	case $status in
+	64)
+		assert_usage_error
+		inspect_json "$(W a)"
+		jq_ok '.state == "free"' "$INSPECT"
+		;;
+	0)
+		inspect_json "$(W a)"
+		jq_ok '.state == "held" and .liveness == "dead"' "$INSPECT"
+		jq_ok '.liveness_reason | type == "string" and length > 0' "$INSPECT"
+		;;
+	*) fail "acquire --pid <exited pid>: status $status: $output $stderr" ;;
+	esac
+}
+
+@test "a lock on a workspace blocks its subdirectories and deeper descendants" {
+	mkws w/sub/deep/er
+	hold "$(W w)"
+	run -75 --separate-stderr wsl run -n "$(W w/sub)" -- echo SHOULD-NOT-RUN
+	assert_run_error WSLOCK_BUSY
+	run -75 --separate-stderr wsl acquire -n --pid $$ "$(W w/sub/deep/er)"
+	assert_json_error WSLOCK_BUSY
+}
+
+@test "a lock on a subdirectory blocks its ancestors" {
+	mkws w/sub/deep
+	hold "$(W w/sub/deep)"
+	run -75 --separate-stderr wsl run -n "$(W w/sub)" -- echo SHOULD-NOT-RUN
+	assert_run_error WSLOCK_BUSY
+	run -75 --separate-stderr wsl acquire -n --pid $$ "$(W w)"
+	assert_json_error WSLOCK_BUSY
+}
+
+@test "an acquired (not run) descendant lock blocks the ancestor and vice versa" {
+	mkws w/sub x/sub
+	acquire_as $$ "$(W w/sub)"
+	run -75 --separate-stderr wsl acquire -n --pid $$ "$(W w)"
+	assert_json_error WSLOCK_BUSY
+	acquire_as $$ "$(W x)"
+	run -75 --separate-stderr wsl acquire -n --pid $$ "$(W x/sub)"
+	assert_json_error WSLOCK_BUSY
+}
+
+@test "sibling workspaces do not conflict, nor do name-prefix siblings" {
+	mkws w/a w/b w/ab w/a-b
+	hold "$(W w/a)"
+	run -0 --separate-stderr wsl run -n "$(W w/b)" -- echo ran-b
+	[ "$output" = ran-b ]
+	run -0 --separate-stderr wsl run -n "$(W w/ab)" -- echo ran-ab
+	[ "$output" = ran-ab ]
+	run -0 --separate-stderr wsl acquire -n --pid $$ "$(W w/a-b)"
+	# The holder is unaffected.
+	inspect_json "$(W w/a)"
+	jq_ok '.state == "held" and .liveness == "live"' "$INSPECT"
+}
+
+@test "a path through a symlink conflicts with its target" {
+	mkws real/sub
+	ln -s "$(W real)" "$(W link)"
+	hold "$(W link)"
+	run -75 --separate-stderr wsl run -n "$(W real)" -- echo SHOULD-NOT-RUN
+	assert_run_error WSLOCK_BUSY
+	run -75 --separate-stderr wsl acquire -n --pid $$ "$(W link)/sub"
+	assert_json_error WSLOCK_BUSY
+	inspect_json "$(W link)"
+	jq_ok ".workspace_root == \"$(canon "$(W real)")\" and .state == \"held\"" "$INSPECT"
+	jq_ok ".owner.workspace_root == \"$(canon "$(W real)")\"" "$INSPECT"
+}
+
+@test "equivalent spellings of a path (trailing slash, ., ..) are the same workspace" {
+	mkws a/sub
+	acquire_as $$ "$(W a)"
+	for p in "$(W a)/" "$(W a)/." "$(W a)/sub/.." "$(W a)//"; do
+		run -75 --separate-stderr wsl acquire -n --pid $$ "$p"
+		assert_json_error WSLOCK_BUSY
+	done
+}
+
+@test "acquire on a workspace whose holder died fails with 69 WSLOCK_RECOVERY_REQUIRED" {
+	mkws a
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	inspect_json "$(W a)"
+	jq_ok '.liveness == "live"' "$INSPECT"
+	kill "$SLEEPER_PID"
+	wait_exit "$SLEEPER_PID"
+	inspect_json "$(W a)"
+	jq_ok '.state == "held" and .liveness == "dead"' "$INSPECT"
+	jq_ok '.liveness_reason | type == "string" and length > 0 and (contains("\n") | not)' "$INSPECT"
+
+	run -69 --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+	assert_json_error WSLOCK_RECOVERY_REQUIRED
+	[[ $stderr == *"$SLEEPER_PID"* ]] || fail "stderr does not name the dead holder $SLEEPER_PID: $stderr"
+	# Waiting cannot help: it fails at once rather than timing out.
+	run -69 --separate-stderr wsl acquire -w 20 --pid $$ "$(W a)"
+	assert_json_error WSLOCK_RECOVERY_REQUIRED
+	run -69 --separate-stderr wsl run -n "$(W a)" -- echo SHOULD-NOT-RUN
+	assert_run_error WSLOCK_RECOVERY_REQUIRED
+	# The dead owner's lock is still there, unchanged.
+	jq -e --argjson o "$OWNER" '. == $o' "$(lock_dir_of "$(W a)")/owner.json" >/dev/null
+}
+
+@test "a dead holder of an ancestor also requires recovery of the descendant" {
+	mkws a/sub
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	kill "$SLEEPER_PID"
+	wait_exit "$SLEEPER_PID"
+	run -69 --separate-stderr wsl acquire -n --pid $$ "$(W a/sub)"
+	assert_json_error WSLOCK_RECOVERY_REQUIRED
+}
+
+@test "acquire --reclaim-dead takes over a provably dead owner's lock and journals it" {
+	mkws a
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	old=$(json_get .token "$OWNER")
+	kill "$SLEEPER_PID"
+	wait_exit "$SLEEPER_PID"
+	jlines=0
+	[ -f "$WSLOCK_DIR/journal.jsonl" ] && jlines=$(wc -l <"$WSLOCK_DIR/journal.jsonl")
+	run -0 --separate-stderr wsl acquire --reclaim-dead -n --pid $$ "$(W a)"
+	jq_ok ".pid == $$ and .token != \"$old\""
+	inspect_json "$(W a)"
+	jq_ok ".liveness == \"live\" and .owner.pid == $$" "$INSPECT"
+	[ -f "$WSLOCK_DIR/journal.jsonl" ] || fail "no journal.jsonl after a reclaim"
+	[ "$(wc -l <"$WSLOCK_DIR/journal.jsonl")" -gt "$jlines" ] || fail "journal did not grow"
+	tail -n 1 "$WSLOCK_DIR/journal.jsonl" | jq -e . >/dev/null || fail "last journal line is not JSON"
+	[ "$(stat -c %a "$WSLOCK_DIR/journal.jsonl")" = 600 ] || fail "journal mode $(stat -c %a "$WSLOCK_DIR/journal.jsonl")"
+}
+
+@test "run --reclaim-dead runs under a lock reclaimed from a dead owner" {
+	mkws a
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	kill "$SLEEPER_PID"
+	wait_exit "$SLEEPER_PID"
+	run -0 --separate-stderr wsl run --reclaim-dead -n "$(W a)" -- sh -c 'printf %s "$WSLOCK_TOKEN"'
+	[[ $output =~ ^[0-9a-f]{32}$ ]] || fail "stdout: $output"
+	[ "$output" != "$(json_get .token "$OWNER")" ]
+	inspect_json "$(W a)"
+	jq_ok '.state == "free"' "$INSPECT"
+}
+
+@test "acquire --reclaim-dead never displaces a live owner" {
+	mkws a
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	run -75 --separate-stderr wsl acquire --reclaim-dead -n --pid $$ "$(W a)"
+	assert_json_error WSLOCK_BUSY
+	jq -e --argjson o "$OWNER" '. == $o' "$(lock_dir_of "$(W a)")/owner.json" >/dev/null
+}
+
+@test "a released workspace can be acquired again at once" {
+	mkws a
+	for i in 1 2 3; do
+		acquire_as $$ "$(W a)"
+		run -0 --separate-stderr wsl release --token "$(json_get .token "$OWNER")" "$(W a)"
+	done
+	inspect_json "$(W a)"
+	jq_ok '.state == "free"' "$INSPECT"
+}

@@ -1,0 +1,279 @@
+#!/usr/bin/env bats
+# inspect: states, liveness verdicts (from hand-edited owner documents),
+# overlapping locks, --owner, --all; it never creates or changes anything.
+
+load helpers
+
+assert_reason() { # JSON: liveness_reason is one non-empty line
+	jq_ok '.liveness_reason | type == "string" and length > 0 and (contains("\n") | not)' "$1"
+}
+
+@test "inspect of a free workspace" {
+	mkws a
+	run -0 --separate-stderr wsl inspect "$(W a)"
+	[ "${#lines[@]}" -eq 1 ] || fail "not one line: $output"
+	jq_ok 'keys == ["liveness","liveness_reason","overlapping","owner","state","workspace_root"]'
+	jq_ok ".workspace_root == \"$(canon "$(W a)")\""
+	jq_ok '.state == "free" and .owner == null and .liveness == null and .overlapping == []'
+	[ -z "$stderr" ] || fail "stderr: $stderr"
+}
+
+@test "inspect of a workspace held by run: held, live, with reason, owner and lock_path" {
+	mkws a
+	hold "$(W a)"
+	run -0 --separate-stderr wsl inspect "$(W a)"
+	jq_ok '.state == "held" and .liveness == "live"'
+	assert_reason "$output"
+	jq_ok "(.owner | keys) == $OWNER_KEYS"
+	jq_ok ".owner.workspace_root == \"$(canon "$(W a)")\""
+	jq_ok ".lock_path == \"$(lock_dir_of "$(W a)")/owner.json\""
+	jq_ok '.overlapping == []'
+}
+
+@test "inspect of a workspace held through acquire by a live pid: live with reason" {
+	mkws a
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	inspect_json "$(W a)"
+	jq_ok '.state == "held" and .liveness == "live"' "$INSPECT"
+	assert_reason "$INSPECT"
+	jq -e --argjson o "$OWNER" '.owner == $o' <<<"$INSPECT" >/dev/null || fail "owner differs: $INSPECT"
+}
+
+@test "liveness: holder pid gone -> dead, with a reason" {
+	mkws a
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	kill "$SLEEPER_PID"
+	wait_exit "$SLEEPER_PID"
+	inspect_json "$(W a)"
+	jq_ok '.state == "held" and .liveness == "dead"' "$INSPECT"
+	assert_reason "$INSPECT"
+}
+
+@test "liveness: pid alive but other pid_start_ticks (pid reused) -> dead" {
+	mkws a
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	edit_owner "$(W a)" '.pid_start_ticks += 1'
+	[ "$(stat -c %a "$(lock_dir_of "$(W a)")/owner.json")" = 600 ]
+	is_running "$SLEEPER_PID"
+	inspect_json "$(W a)"
+	jq_ok '.state == "held" and .liveness == "dead"' "$INSPECT"
+	assert_reason "$INSPECT"
+	run -69 --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+	assert_json_error WSLOCK_RECOVERY_REQUIRED
+}
+
+@test "liveness: other boot_id (host rebooted) -> dead even though the pid is alive" {
+	mkws a
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	edit_owner "$(W a)" '.boot_id = "00000000-0000-4000-8000-000000000000"'
+	inspect_json "$(W a)"
+	jq_ok '.state == "held" and .liveness == "dead"' "$INSPECT"
+	assert_reason "$INSPECT"
+	run -69 --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+	assert_json_error WSLOCK_RECOVERY_REQUIRED
+}
+
+@test "liveness: another host -> unknown; acquire treats it as alive (-n -> 75)" {
+	mkws a
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	edit_owner "$(W a)" '.host = "some-other-host.invalid"'
+	inspect_json "$(W a)"
+	jq_ok '.state == "held" and .liveness == "unknown"' "$INSPECT"
+	assert_reason "$INSPECT"
+	run -75 --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+	assert_json_error WSLOCK_BUSY
+	run -75 --separate-stderr wsl acquire --reclaim-dead -n --pid $$ "$(W a)"
+	assert_json_error WSLOCK_BUSY
+	jq -e '.host == "some-other-host.invalid"' "$(lock_dir_of "$(W a)")/owner.json" >/dev/null
+}
+
+@test "liveness: another host with a dead pid and other boot id is still unknown" {
+	mkws a
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	kill "$SLEEPER_PID"
+	wait_exit "$SLEEPER_PID"
+	edit_owner "$(W a)" '.host = "elsewhere" | .boot_id = "00000000-0000-4000-8000-000000000000"'
+	inspect_json "$(W a)"
+	jq_ok '.liveness == "unknown"' "$INSPECT"
+	assert_reason "$INSPECT"
+}
+
+@test "liveness: WSLOCK_HOST is recorded and compared" {
+	mkws a
+	start_sleeper
+	OWNER=$(WSLOCK_HOST=ci-runner-7 wsl acquire --pid "$SLEEPER_PID" "$(W a)")
+	jq_ok '.host == "ci-runner-7"' "$OWNER"
+	inspect_json "$(W a)"
+	jq_ok '.liveness == "unknown"' "$INSPECT"
+	INSPECT=$(WSLOCK_HOST=ci-runner-7 wsl inspect "$(W a)")
+	jq_ok '.liveness == "live"' "$INSPECT"
+}
+
+@test "liveness: pid 4194304 (in range, not running) -> held and dead, not corrupt" {
+	mkws a
+	acquire_as $$ "$(W a)"
+	edit_owner "$(W a)" '.pid = 4194304'
+	inspect_json "$(W a)"
+	jq_ok '.state == "held" and .liveness == "dead"' "$INSPECT"
+	assert_reason "$INSPECT"
+}
+
+@test "liveness verdicts differ in their reasons" {
+	mkws a b c
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	acquire_as "$SLEEPER_PID" "$(W b)"
+	acquire_as "$SLEEPER_PID" "$(W c)"
+	edit_owner "$(W b)" '.pid_start_ticks += 1'
+	edit_owner "$(W c)" '.boot_id = "00000000-0000-4000-8000-000000000000"'
+	ra=$(wsl inspect "$(W a)" | jq -r .liveness_reason)
+	rb=$(wsl inspect "$(W b)" | jq -r .liveness_reason)
+	rc=$(wsl inspect "$(W c)" | jq -r .liveness_reason)
+	[ "$ra" != "$rb" ] && [ "$rb" != "$rc" ] && [ "$ra" != "$rc" ] ||
+		fail "reasons do not tell the verdicts apart: '$ra' '$rb' '$rc'"
+}
+
+@test "inspect of a corrupt lock: state corrupt, owner and liveness null, a problem and the lock path" {
+	mkws a
+	acquire_as $$ "$(W a)"
+	printf 'this is not json' | put_owner "$(W a)"
+	run -0 --separate-stderr wsl inspect "$(W a)"
+	jq_ok '.state == "corrupt" and .owner == null and .liveness == null'
+	jq_ok '.problem | type == "string" and length > 0'
+	jq_ok ".lock_path == \"$(lock_dir_of "$(W a)")/owner.json\""
+	jq_ok ".workspace_root == \"$(canon "$(W a)")\""
+}
+
+@test "overlapping lists a held descendant" {
+	mkws w/sub w/other
+	hold "$(W w/sub)"
+	inspect_json "$(W w)"
+	jq_ok '.state == "free" and (.overlapping | length) == 1' "$INSPECT"
+	jq_ok ".overlapping[0].workspace_root == \"$(canon "$(W w/sub)")\" and .overlapping[0].relation == \"descendant\"" "$INSPECT"
+	jq_ok '.overlapping[0].state == "held" and .overlapping[0].liveness == "live"' "$INSPECT"
+	jq_ok '.overlapping[0].liveness_reason | type == "string" and length > 0' "$INSPECT"
+	jq_ok ".overlapping[0].owner.workspace_root == \"$(canon "$(W w/sub)")\"" "$INSPECT"
+	inspect_json "$(W w/other)"
+	jq_ok '.overlapping == []' "$INSPECT"
+}
+
+@test "overlapping lists a held ancestor" {
+	mkws w/sub/deep
+	hold "$(W w)"
+	inspect_json "$(W w/sub/deep)"
+	jq_ok '.state == "free" and (.overlapping | length) == 1' "$INSPECT"
+	jq_ok ".overlapping[0].workspace_root == \"$(canon "$(W w)")\" and .overlapping[0].relation == \"ancestor\"" "$INSPECT"
+	jq_ok '.overlapping[0].state == "held" and .overlapping[0].liveness == "live"' "$INSPECT"
+	# The lock itself is not listed as overlapping itself.
+	inspect_json "$(W w)"
+	jq_ok '.state == "held" and .overlapping == []' "$INSPECT"
+}
+
+@test "overlapping lists a corrupt descendant lock" {
+	mkws w/sub
+	acquire_as $$ "$(W w/sub)"
+	printf '{"garbage":' | put_owner "$(W w/sub)"
+	inspect_json "$(W w)"
+	jq_ok '(.overlapping | length) == 1 and .overlapping[0].state == "corrupt" and .overlapping[0].relation == "descendant"' "$INSPECT"
+}
+
+@test "inspect --owner prints exactly the owner document, or null when free" {
+	mkws a b
+	acquire_as $$ "$(W a)" --purpose 'owner check'
+	run -0 --separate-stderr wsl inspect --owner "$(W a)"
+	[ "${#lines[@]}" -eq 1 ] || fail "not one line: $output"
+	jq -e --argjson o "$OWNER" '. == $o' <<<"$output" >/dev/null || fail "differs: $output vs $OWNER"
+	[ "$output" = "$OWNER" ] || fail "not byte-identical to the acquired document: $output vs $OWNER"
+	jq_ok "keys == $OWNER_KEYS"
+	run -0 --separate-stderr wsl inspect --owner "$(W b)"
+	[ "$output" = null ] || fail "free workspace --owner: '$output'"
+}
+
+@test "inspect --all lists every lock in the registry" {
+	mkws a b c/sub d
+	hold "$(W a)"
+	acquire_as $$ "$(W b)"
+	acquire_as $$ "$(W c/sub)"
+	acquire_as $$ "$(W d)"
+	printf 'garbage' | put_owner "$(W d)"
+	run -0 --separate-stderr wsl inspect --all
+	[ "${#lines[@]}" -eq 1 ] || fail "not one line: $output"
+	jq_ok '(.locks | length) == 4'
+	# A corrupt lock's workspace cannot be known from its key (a hash): it
+	# is identified by its lock_path.
+	got=$(jq -r '[.locks[] | select(.state != "corrupt") | .workspace_root] | sort | join(" ")' <<<"$output")
+	want=$(printf '%s\n' "$(canon "$(W a)")" "$(canon "$(W b)")" "$(canon "$(W c/sub)")" | LC_ALL=C sort | paste -sd' ')
+	[ "$got" = "$want" ] || fail "locks: $got, want $want"
+	jq_ok "[.locks[] | select(.workspace_root == \"$(canon "$(W a)")\")][0] | .state == \"held\" and .liveness == \"live\"" "$output"
+	jq_ok "[.locks[] | select(.lock_path == \"$(lock_dir_of "$(W d)")/owner.json\")] | length == 1 and (.[0] | .state == \"corrupt\" and .owner == null and (.problem | length > 0))" "$output"
+	jq_ok '[.locks[] | has("overlapping")] | any | not'
+}
+
+@test "inspect --all of an empty registry is an empty list" {
+	mkws a
+	run -0 --separate-stderr wsl run "$(W a)" -- true
+	run -0 --separate-stderr wsl inspect --all
+	jq_ok '.locks == []'
+}
+
+@test "inspect never creates the registry" {
+	mkws a
+	export WSLOCK_DIR=$BATS_TEST_TMPDIR/nonexistent/reg
+	run -0 --separate-stderr wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+	run -0 --separate-stderr wsl inspect --owner "$(W a)"
+	[ "$output" = null ]
+	run -0 --separate-stderr wsl inspect --all
+	jq_ok '.locks == []'
+	run -0 --separate-stderr wsl -d "$BATS_TEST_TMPDIR/other-reg" inspect "$(W a)"
+	[ ! -e "$BATS_TEST_TMPDIR/nonexistent" ] || fail "inspect created $(find "$BATS_TEST_TMPDIR/nonexistent")"
+	[ ! -e "$BATS_TEST_TMPDIR/other-reg" ] || fail "inspect -d created the registry"
+}
+
+@test "inspect never creates the registry even when its parent exists" {
+	mkws a
+	run -0 --separate-stderr wsl inspect "$(W a)"
+	[ ! -e "$WSLOCK_DIR" ] || fail "inspect created $WSLOCK_DIR"
+}
+
+@test "inspect changes nothing on disk (held, dead, unknown, corrupt, free, --all, --owner)" {
+	mkws a b c d e f
+	hold "$(W a)"
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W b)"
+	acquire_as "$SLEEPER_PID" "$(W c)"
+	edit_owner "$(W c)" '.pid_start_ticks += 1'
+	acquire_as "$SLEEPER_PID" "$(W d)"
+	edit_owner "$(W d)" '.host = "elsewhere"'
+	acquire_as "$SLEEPER_PID" "$(W e)"
+	printf '{}' | put_owner "$(W e)"
+	before=$(registry_snapshot --strict)
+	for w in a b c d e f; do
+		run -0 --separate-stderr wsl inspect "$(W $w)"
+		run --separate-stderr wsl inspect --owner "$(W $w)"
+		[[ $status == 0 || ($w == e && $status == 65) ]] || fail "inspect --owner $w: status $status"
+		run -0 --separate-stderr wsl inspect --pretty "$(W $w)"
+	done
+	run -0 --separate-stderr wsl inspect --all
+	assert_same_snapshot "$before" "$(registry_snapshot --strict)"
+}
+
+@test "inspect --pretty prints the same document indented" {
+	mkws a
+	acquire_as $$ "$(W a)"
+	compact=$(wsl inspect "$(W a)")
+	run -0 --separate-stderr wsl inspect --pretty "$(W a)"
+	[ "${#lines[@]}" -gt 1 ] || fail "not indented: $output"
+	jq -e --argjson c "$compact" '. == $c' <<<"$output" >/dev/null
+}
+
+@test "inspect of a missing workspace fails with 66 WSLOCK_NO_WORKSPACE" {
+	run -66 --separate-stderr wsl inspect "$(W missing)"
+	assert_json_error WSLOCK_NO_WORKSPACE
+}

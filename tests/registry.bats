@@ -1,0 +1,462 @@
+#!/usr/bin/env bats
+# The registry on disk (DESIGN §5) and hostile set-ups of it and of owner
+# documents (DESIGN §3): each is refused with its exit code and nothing on
+# disk changes.
+
+load helpers
+
+# make_registry: create the registry through normal use, leaving no lock.
+make_registry() {
+	mkws zz-init
+	run -0 --separate-stderr wsl run "$(W zz-init)" -- true
+	[ -d "$WSLOCK_DIR" ] || fail "registry not created"
+}
+
+snapshot_all() {
+	registry_snapshot --strict
+	if [ -n "${EXTRA_SNAPSHOT_DIR:-}" ]; then registry_snapshot --strict "$EXTRA_SNAPSHOT_DIR"; fi
+}
+
+# assert_refused STATUS CODE WS: acquire -n, acquire -w 5 and run -n on WS all
+# fail with STATUS / CODE and change nothing (strict snapshot of the
+# registry and of $EXTRA_SNAPSHOT_DIR when set).
+assert_refused() {
+	local st=$1 code=$2 ws=$3 before after
+	before=$(snapshot_all)
+	run -"$st" --separate-stderr wsl acquire -n --pid $$ "$ws"
+	assert_json_error "$code"
+	run -"$st" --separate-stderr wsl acquire -w 5 --pid $$ "$ws"
+	assert_json_error "$code"
+	run -"$st" --separate-stderr wsl run -n "$ws" -- echo SHOULD-NOT-RUN
+	assert_run_error "$code"
+	after=$(snapshot_all)
+	assert_same_snapshot "$before" "$after"
+}
+
+# assert_corrupt WS: WS's lock is reported corrupt by inspect and refused
+# with 65 WSLOCK_LOCK_CORRUPT by acquire, run, --reclaim-dead and release,
+# and owner.json is left exactly as it was.
+assert_corrupt() {
+	local ws=$1 f before tok
+	f=$(lock_dir_of "$ws")/owner.json
+	tok=$(json_get .token "$OWNER")
+	run -0 --separate-stderr wsl inspect "$ws"
+	jq_ok '.state == "corrupt" and .owner == null and .liveness == null'
+	jq_ok '.problem | type == "string" and length > 0'
+	before=$(registry_snapshot)
+	run -65 --separate-stderr wsl acquire -n --pid $$ "$ws"
+	assert_json_error WSLOCK_LOCK_CORRUPT
+	run -65 --separate-stderr wsl acquire -n --reclaim-dead --pid $$ "$ws"
+	assert_json_error WSLOCK_LOCK_CORRUPT
+	run -65 --separate-stderr wsl run -n "$ws" -- echo SHOULD-NOT-RUN
+	assert_run_error WSLOCK_LOCK_CORRUPT
+	run -65 --separate-stderr wsl release --token "$tok" "$ws"
+	assert_json_error WSLOCK_LOCK_CORRUPT
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+	[ -f "$f" ] || fail "owner.json removed"
+}
+
+# corrupt_by FILTER: acquire a workspace, rewrite its owner doc with FILTER,
+# check it is corrupt.
+corrupt_by() {
+	mkws a
+	acquire_as $$ "$(W a)"
+	edit_owner "$(W a)" "$1"
+	assert_corrupt "$(W a)"
+}
+
+# corrupt_with TEXT: as corrupt_by with raw bytes.
+corrupt_with() {
+	mkws a
+	acquire_as $$ "$(W a)"
+	printf '%s' "$1" | put_owner "$(W a)"
+	assert_corrupt "$(W a)"
+}
+
+@test "the registry is created 0700 with .coordination and locks/, and nothing is left after use" {
+	mkws w/a/b w/c
+	[ ! -e "$WSLOCK_DIR" ]
+	run -0 --separate-stderr wsl run "$(W w/a/b)" -- true
+	[ "$(stat -c '%a %u' "$WSLOCK_DIR")" = "700 $(id -u)" ] || fail "registry: $(stat -c '%a %u' "$WSLOCK_DIR")"
+	[ -f "$WSLOCK_DIR/.coordination" ] || fail "no .coordination: $(ls -A "$WSLOCK_DIR")"
+	[ -d "$WSLOCK_DIR/locks" ] && [ ! -L "$WSLOCK_DIR/locks" ]
+	for i in 1 2 3; do
+		acquire_as $$ "$(W w/a)"
+		run -0 --separate-stderr wsl run "$(W w/c)" -- true
+		run -0 --separate-stderr wsl release --token "$(json_get .token "$OWNER")" "$(W w/a)"
+		run -0 --separate-stderr wsl run "$(W w/a/b)" -- true
+	done
+	left=$(find "$WSLOCK_DIR/locks" "$WSLOCK_DIR/nest" "$WSLOCK_DIR/tmp" -mindepth 1 2>/dev/null || true)
+	[ -z "$left" ] || fail "left behind: $left"
+	# Nothing in the registry is group/world accessible.
+	bad=$(find "$WSLOCK_DIR" -perm /077)
+	[ -z "$bad" ] || fail "group/world bits on: $bad"
+}
+
+@test "with umask 000 the registry is still 0700 and owner.json 0600" {
+	mkws a b
+	umask 000
+	run -0 --separate-stderr wsl acquire --pid $$ "$(W a)"
+	hold "$(W b)"
+	umask 022
+	[ "$(stat -c %a "$WSLOCK_DIR")" = 700 ] || fail "registry mode $(stat -c %a "$WSLOCK_DIR")"
+	[ "$(stat -c %a "$(lock_dir_of "$(W a)")/owner.json")" = 600 ]
+	bad=$(find "$WSLOCK_DIR" -perm /077)
+	[ -z "$bad" ] || fail "group/world bits on: $(find "$WSLOCK_DIR" -perm /077 -printf '%p %m\n')"
+}
+
+@test "a held lock in a nested workspace leaves no files group/world accessible" {
+	mkws w/sub
+	hold "$(W w/sub)"
+	mkws w2
+	acquire_as $$ "$(W w2)"
+	bad=$(find "$WSLOCK_DIR" -perm /077)
+	[ -z "$bad" ] || fail "group/world bits on: $bad"
+	[ -f "$(lock_dir_of "$(W w/sub)")/owner.json" ]
+	[ -e "$(lock_dir_of "$(W w/sub)")/live" ] || fail "run holder has no live file"
+}
+
+@test "-d selects the registry before or after the subcommand, over WSLOCK_DIR" {
+	mkws a b
+	r1=$BATS_TEST_TMPDIR/r1
+	r2=$BATS_TEST_TMPDIR/r2
+	run -0 --separate-stderr wsl -d "$r1" acquire --pid $$ "$(W a)"
+	[ -f "$r1/locks/$(lock_key_of "$(W a)")/owner.json" ] || fail "not in $r1: $(find "$r1" 2>&1)"
+	run -0 --separate-stderr wsl acquire --lock-dir "$r2" --pid $$ "$(W b)"
+	[ -f "$r2/locks/$(lock_key_of "$(W b)")/owner.json" ] || fail "not in $r2: $(find "$r2" 2>&1)"
+	[ ! -e "$WSLOCK_DIR" ] || fail "WSLOCK_DIR used despite -d"
+	# Different registries do not see each other's locks.
+	run -0 --separate-stderr wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+	run -0 --separate-stderr wsl -d "$r1" inspect "$(W a)"
+	jq_ok '.state == "held"'
+}
+
+@test "default registry: \$XDG_STATE_HOME/wslock, else \$HOME/.local/state/wslock" {
+	mkws a b
+	unset WSLOCK_DIR
+	XDG_STATE_HOME=$BATS_TEST_TMPDIR/xdg run -0 --separate-stderr wsl acquire --pid $$ "$(W a)"
+	[ -d "$BATS_TEST_TMPDIR/xdg/wslock/locks" ] || fail "no registry under XDG_STATE_HOME"
+	HOME=$BATS_TEST_TMPDIR/home run -0 --separate-stderr wsl acquire --pid $$ "$(W b)"
+	[ -d "$BATS_TEST_TMPDIR/home/.local/state/wslock/locks" ] || fail "no registry under HOME"
+}
+
+@test "registry is a symlink: 77 WSLOCK_UNSAFE_PATH, nothing changed" {
+	mkws a
+	mkdir -m 0700 "$BATS_TEST_TMPDIR/real-reg"
+	ln -s "$BATS_TEST_TMPDIR/real-reg" "$WSLOCK_DIR"
+	EXTRA_SNAPSHOT_DIR=$BATS_TEST_TMPDIR/real-reg
+	assert_refused 77 WSLOCK_UNSAFE_PATH "$(W a)"
+	[ -z "$(ls -A "$BATS_TEST_TMPDIR/real-reg")" ] || fail "wrote through the symlink"
+}
+
+@test "registry is a symlink to a populated registry: refused too" {
+	mkws a
+	export WSLOCK_DIR=$BATS_TEST_TMPDIR/real-reg
+	make_registry
+	ln -s "$BATS_TEST_TMPDIR/real-reg" "$BATS_TEST_TMPDIR/reg"
+	export WSLOCK_DIR=$BATS_TEST_TMPDIR/reg
+	EXTRA_SNAPSHOT_DIR=$BATS_TEST_TMPDIR/real-reg
+	assert_refused 77 WSLOCK_UNSAFE_PATH "$(W a)"
+}
+
+@test "registry mode 0777: 77 WSLOCK_UNSAFE_PATH, nothing changed (no repair)" {
+	mkws a
+	make_registry
+	chmod 0777 "$WSLOCK_DIR"
+	assert_refused 77 WSLOCK_UNSAFE_PATH "$(W a)"
+	[ "$(stat -c %a "$WSLOCK_DIR")" = 777 ]
+	# inspect refuses the unsafe registry too, and repairs nothing.
+	before=$(registry_snapshot --strict)
+	run -77 --separate-stderr wsl inspect "$(W a)"
+	assert_json_error WSLOCK_UNSAFE_PATH
+	run -77 --separate-stderr wsl release --token 0123456789abcdef0123456789abcdef "$(W a)"
+	assert_json_error WSLOCK_UNSAFE_PATH
+	assert_same_snapshot "$before" "$(registry_snapshot --strict)"
+}
+
+@test "registry mode 0750 (group bits): 77 WSLOCK_UNSAFE_PATH" {
+	mkws a
+	make_registry
+	chmod 0750 "$WSLOCK_DIR"
+	assert_refused 77 WSLOCK_UNSAFE_PATH "$(W a)"
+}
+
+@test "a pre-existing empty registry with mode 0777 is refused, not repaired" {
+	mkws a
+	mkdir -m 0777 "$WSLOCK_DIR"
+	chmod 0777 "$WSLOCK_DIR"
+	assert_refused 77 WSLOCK_UNSAFE_PATH "$(W a)"
+}
+
+@test "registry owned by another user: 77 WSLOCK_UNSAFE_PATH, nothing changed" {
+	[ "$(id -u)" = 0 ] || skip "needs root to chown"
+	mkws a
+	make_registry
+	chown nobody "$WSLOCK_DIR"
+	assert_refused 77 WSLOCK_UNSAFE_PATH "$(W a)"
+}
+
+@test "locks/ owned by another user or a symlink or 0777: refused with 77" {
+	[ "$(id -u)" = 0 ] || skip "needs root to chown"
+	mkws a
+	make_registry
+	chown nobody "$WSLOCK_DIR/locks"
+	assert_refused 77 WSLOCK_UNSAFE_PATH "$(W a)"
+	chown 0 "$WSLOCK_DIR/locks"
+	chmod 0777 "$WSLOCK_DIR/locks"
+	assert_refused 77 WSLOCK_UNSAFE_PATH "$(W a)"
+	rmdir "$WSLOCK_DIR/locks"
+	mkdir -m 0700 "$BATS_TEST_TMPDIR/elsewhere"
+	ln -s "$BATS_TEST_TMPDIR/elsewhere" "$WSLOCK_DIR/locks"
+	EXTRA_SNAPSHOT_DIR=$BATS_TEST_TMPDIR/elsewhere
+	assert_refused 77 WSLOCK_UNSAFE_PATH "$(W a)"
+}
+
+@test "tmp/ or nest/ a symlink: refused with 77, target untouched" {
+	mkws a
+	make_registry
+	mkdir -m 0700 "$BATS_TEST_TMPDIR/elsewhere"
+	EXTRA_SNAPSHOT_DIR=$BATS_TEST_TMPDIR/elsewhere
+	for sub in tmp nest; do
+		[ -d "$WSLOCK_DIR/$sub" ] || continue
+		mv "$WSLOCK_DIR/$sub" "$BATS_TEST_TMPDIR/saved-$sub"
+		ln -s "$BATS_TEST_TMPDIR/elsewhere" "$WSLOCK_DIR/$sub"
+		assert_refused 77 WSLOCK_UNSAFE_PATH "$(W a)"
+		rm "$WSLOCK_DIR/$sub"
+		mv "$BATS_TEST_TMPDIR/saved-$sub" "$WSLOCK_DIR/$sub"
+	done
+	[ -z "$(ls -A "$BATS_TEST_TMPDIR/elsewhere")" ] || fail "wrote through a symlink"
+}
+
+@test "a lock directory locks/KEY that is a symlink is refused (65 or 77)" {
+	mkws a b
+	acquire_as $$ "$(W b)"
+	# b's real lock directory, linked as a's.
+	ln -s "$(lock_dir_of "$(W b)")" "$(lock_dir_of "$(W a)")"
+	before=$(registry_snapshot)
+	run --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+	[[ $status == 65 || $status == 77 ]] || fail "acquire: status $status, output $output"
+	run --separate-stderr wsl release --token "$(json_get .token "$OWNER")" "$(W a)"
+	[ "$status" -ne 0 ] || fail "released b's lock through a's symlinked lock dir"
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+}
+
+@test ".coordination is a symlink: 77 WSLOCK_UNSAFE_PATH, target untouched" {
+	mkws a
+	make_registry
+	echo precious >"$BATS_TEST_TMPDIR/target"
+	rm "$WSLOCK_DIR/.coordination"
+	ln -s "$BATS_TEST_TMPDIR/target" "$WSLOCK_DIR/.coordination"
+	assert_refused 77 WSLOCK_UNSAFE_PATH "$(W a)"
+	[ "$(cat "$BATS_TEST_TMPDIR/target")" = precious ]
+}
+
+@test "owner.json is a symlink: refused (65 or 77), link and target untouched" {
+	mkws a
+	acquire_as $$ "$(W a)"
+	f=$(lock_dir_of "$(W a)")/owner.json
+	cp "$f" "$BATS_TEST_TMPDIR/target.json"
+	chmod 0600 "$BATS_TEST_TMPDIR/target.json"
+	rm "$f"
+	ln -s "$BATS_TEST_TMPDIR/target.json" "$f"
+	before=$(registry_snapshot; registry_snapshot "$BATS_TEST_TMPDIR/target.json")
+	run --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+	case $status in
+	65) assert_json_error WSLOCK_LOCK_CORRUPT ;;
+	77) assert_json_error WSLOCK_UNSAFE_PATH ;;
+	*) fail "acquire: status $status, output $output" ;;
+	esac
+	run --separate-stderr wsl run -n "$(W a)" -- echo SHOULD-NOT-RUN
+	[[ $status == 65 || $status == 77 ]] || fail "run: status $status"
+	[ -z "$output" ]
+	run --separate-stderr wsl release --token "$(json_get .token "$OWNER")" "$(W a)"
+	[[ $status == 65 || $status == 77 ]] || fail "release: status $status, output $output"
+	run --separate-stderr wsl inspect "$(W a)"
+	if [ "$status" = 0 ]; then
+		jq_ok '.state == "corrupt" and .owner == null'
+	else
+		[ "$status" = 77 ] || fail "inspect: status $status"
+	fi
+	assert_same_snapshot "$before" "$(registry_snapshot; registry_snapshot "$BATS_TEST_TMPDIR/target.json")"
+	[ -L "$f" ] || fail "the symlink was replaced"
+}
+
+@test "owner.json with group/world permission bits is refused (65 or 77)" {
+	mkws a
+	acquire_as $$ "$(W a)"
+	chmod 0644 "$(lock_dir_of "$(W a)")/owner.json"
+	before=$(registry_snapshot)
+	run --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+	[[ $status == 65 || $status == 77 ]] || fail "acquire: status $status, output $output"
+	run --separate-stderr wsl release --token "$(json_get .token "$OWNER")" "$(W a)"
+	[[ $status == 65 || $status == 77 ]] || fail "release: status $status, output $output"
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+}
+
+@test "garbage owner.json: inspect says corrupt; acquire/run/release refuse with 65" {
+	corrupt_with 'this is not json at all'
+}
+
+@test "empty owner.json is corrupt" {
+	corrupt_with ''
+}
+
+@test "owner.json that is a JSON array / null is corrupt" {
+	corrupt_with '[1,2,3]'
+}
+
+@test "owner.json larger than 64 KiB is corrupt (even if valid JSON)" {
+	mkws a
+	acquire_as $$ "$(W a)"
+	{ head -c 70000 /dev/zero | tr '\0' ' '; printf '%s' "$OWNER"; } | put_owner "$(W a)"
+	f=$(lock_dir_of "$(W a)")/owner.json
+	[ "$(stat -c %s "$f")" -gt 65536 ]
+	jq -e . "$f" >/dev/null
+	assert_corrupt "$(W a)"
+}
+
+@test "owner.json with a 70 KB purpose is corrupt" {
+	corrupt_by ".purpose = \"$(head -c 70000 /dev/zero | tr '\0' p)\""
+}
+
+@test "owner doc with pid 0 is corrupt" { corrupt_by '.pid = 0'; }
+@test "owner doc with pid -1 is corrupt" { corrupt_by '.pid = -1'; }
+@test "owner doc with pid 4194305 is corrupt" { corrupt_by '.pid = 4194305'; }
+
+@test "owner doc with a huge pid is corrupt" {
+	mkws a
+	acquire_as $$ "$(W a)"
+	# jq cannot carry these numbers exactly: substitute the text.
+	for p in 18446744073709551617 99999999999999999999999999 1e30; do
+		jq -c '.pid = "@@PID@@"' <<<"$OWNER" | sed "s/\"@@PID@@\"/$p/" | tr -d '\n' | put_owner "$(W a)"
+		grep -q "\"pid\":$p" "$(lock_dir_of "$(W a)")/owner.json" || fail "substitution failed"
+		assert_corrupt "$(W a)"
+	done
+}
+
+@test "owner doc with a fractional pid is corrupt" { corrupt_by '.pid = 1.5'; }
+@test "owner doc with pid as a string is corrupt" { corrupt_by '.pid |= tostring'; }
+@test "owner doc with negative pid_start_ticks is corrupt" { corrupt_by '.pid_start_ticks = -5'; }
+@test "owner doc with an extra key is corrupt" { corrupt_by '.extra = 1'; }
+@test "owner doc with a missing key (token) is corrupt" { corrupt_by 'del(.token)'; }
+@test "owner doc with a missing key (recovery_of) is corrupt" { corrupt_by 'del(.recovery_of)'; }
+@test "owner doc with a missing key (boot_id) is corrupt" { corrupt_by 'del(.boot_id)'; }
+
+@test "owner doc with trailing bytes after the object is corrupt" {
+	mkws a
+	acquire_as $$ "$(W a)"
+	printf '%sx' "$OWNER" | put_owner "$(W a)"
+	assert_corrupt "$(W a)"
+	printf '%s{}' "$OWNER" | put_owner "$(W a)"
+	assert_corrupt "$(W a)"
+}
+
+@test "owner doc with a NUL byte after the object is corrupt" {
+	mkws a
+	acquire_as $$ "$(W a)"
+	printf '%s\0' "$OWNER" | put_owner "$(W a)"
+	assert_corrupt "$(W a)"
+}
+
+@test "owner doc with a duplicate key is corrupt (not an exact key set)" {
+	mkws a
+	acquire_as $$ "$(W a)"
+	printf '%s,"pid":1}' "${OWNER%\}}" | put_owner "$(W a)"
+	grep -q '"pid":1}$' "$(lock_dir_of "$(W a)")/owner.json"
+	assert_corrupt "$(W a)"
+}
+
+@test "owner doc naming another workspace than its lock key is corrupt" {
+	mkws a b
+	acquire_as $$ "$(W a)"
+	edit_owner "$(W a)" ".workspace_root = \"$(canon "$(W b)")\""
+	assert_corrupt "$(W a)"
+	# ... and does not lock the workspace it names.
+	run -0 --separate-stderr wsl inspect "$(W b)"
+	jq_ok '.state == "free"'
+}
+
+@test "a lock directory without owner.json is corrupt" {
+	mkws a
+	acquire_as $$ "$(W a)"
+	rm "$(lock_dir_of "$(W a)")/owner.json"
+	run -0 --separate-stderr wsl inspect "$(W a)"
+	jq_ok '.state == "corrupt" and .owner == null and (.problem | length > 0)'
+	before=$(registry_snapshot)
+	run -65 --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+	assert_json_error WSLOCK_LOCK_CORRUPT
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+}
+
+@test "owner doc with a truncated object is corrupt" {
+	mkws a
+	acquire_as $$ "$(W a)"
+	printf '%s' "${OWNER:0:40}" | put_owner "$(W a)"
+	assert_corrupt "$(W a)"
+}
+
+@test "owner doc with schema_version as a string is corrupt" { corrupt_by '.schema_version = "1"'; }
+@test "owner doc with schema_version 2 is corrupt" { corrupt_by '.schema_version = 2'; }
+@test "owner doc with another kind is corrupt" { corrupt_by '.kind = "flock-owner"'; }
+@test "owner doc with recovery_of a number is corrupt" { corrupt_by '.recovery_of = 5'; }
+@test "owner doc with a non-hex token is corrupt" { corrupt_by '.token = "zz" + .token[2:]'; }
+@test "owner doc with a short token is corrupt" { corrupt_by '.token = .token[1:]'; }
+@test "owner doc with an unknown identity_policy is corrupt" { corrupt_by '.identity_policy = "trust-me"'; }
+@test "owner doc with acquired_at a number is corrupt" { corrupt_by '.acquired_at = 0'; }
+@test "owner doc with an invalid operation_id is corrupt" { corrupt_by '.operation_id = "bad id/with spaces"'; }
+@test "owner doc with an over-long purpose is corrupt" { corrupt_by ".purpose = \"$(printf 'p%.0s' $(seq 129))\""; }
+
+@test "owner doc with a non-canonical workspace_root is corrupt" {
+	corrupt_by '.workspace_root += "/."'
+}
+
+@test "owner doc with a relative workspace_root is corrupt" {
+	corrupt_by '.workspace_root = "relative/path"'
+}
+
+@test "a corrupt ancestor lock refuses a descendant acquire with 65" {
+	mkws w/sub
+	acquire_as $$ "$(W w)"
+	printf 'garbage' | put_owner "$(W w)"
+	before=$(registry_snapshot)
+	run -65 --separate-stderr wsl acquire -n --pid $$ "$(W w/sub)"
+	assert_json_error WSLOCK_LOCK_CORRUPT
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+}
+
+@test "lock dir inside the workspace: 77 WSLOCK_UNSAFE_PATH" {
+	mkws a b
+	export WSLOCK_DIR=$(W a)/.wslock
+	make_registry
+	assert_refused 77 WSLOCK_UNSAFE_PATH "$(W a)"
+	# An ancestor of the workspace containing the registry too.
+	assert_refused 77 WSLOCK_UNSAFE_PATH "$BATS_TEST_TMPDIR/ws"
+	# Unrelated workspaces still work with that registry.
+	run -0 --separate-stderr wsl run -n "$(W b)" -- echo ok
+}
+
+@test "workspace inside the lock dir: 77 WSLOCK_UNSAFE_PATH" {
+	make_registry
+	assert_refused 77 WSLOCK_UNSAFE_PATH "$WSLOCK_DIR"
+	assert_refused 77 WSLOCK_UNSAFE_PATH "$WSLOCK_DIR/locks"
+}
+
+@test "/ as workspace: 77 WSLOCK_UNSAFE_PATH" {
+	make_registry
+	assert_refused 77 WSLOCK_UNSAFE_PATH /
+}
+
+@test "nonexistent workspace: 66 WSLOCK_NO_WORKSPACE, nothing changed" {
+	make_registry
+	assert_refused 66 WSLOCK_NO_WORKSPACE "$(W does-not-exist)"
+}
+
+@test "a stale staging file in tmp/ does not block acquire" {
+	mkws a
+	make_registry
+	mkdir -p -m 0700 "$WSLOCK_DIR/tmp"
+	printf 'half' >"$WSLOCK_DIR/tmp/crashed.json"
+	chmod 0600 "$WSLOCK_DIR/tmp/crashed.json"
+	run -0 --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+}

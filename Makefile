@@ -41,7 +41,7 @@ CORE = src/error.o src/crypto.o src/platform.o src/fsx.o src/owner.o src/journal
        src/liveness.o src/registry.o
 CLI = src/cli.o src/supervise.o src/cmd_acquire.o src/cmd_release.o src/cmd_run.o \
       src/cmd_inspect.o src/cmd_recover.o src/cmd_reclaim.o src/main.o
-UNIT = tests/unit/test_owner tests/unit/test_platform
+UNIT = tests/unit/test_owner tests/unit/test_platform tests/unit/test_etcd
 
 all: wslock
 
@@ -67,6 +67,14 @@ unit: $(UNIT)
 check: wslock unit
 	bats tests/
 
+# The etcd client against a real single node and a three-node cluster
+# (Debian's etcd-server); tests/etcd.bats, part of check, covers the backend.
+check-etcd: tests/unit/test_etcd
+	@d=$$(mktemp -d) && e=$$(tests/etcd/cluster.sh start "$$d") && \
+	WSLOCK_ETCD_ENDPOINTS=$$e ./tests/unit/test_etcd; rc=$$?; \
+	tests/etcd/cluster.sh stop "$$d"; rm -rf "$$d"; exit $$rc
+	tests/etcd/three_node.sh ./tests/unit/test_etcd
+
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR ?= $(PREFIX)/share/zsh/vendor-completions
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
@@ -90,4 +98,4 @@ clean:
 
 include bench/bench.mk
 
-.PHONY: all unit check install uninstall clean test-build
+.PHONY: all unit check check-etcd install uninstall clean test-build

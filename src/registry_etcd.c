@@ -1,12 +1,1402 @@
 /* registry_etcd.c - the etcd backend (DESIGN.md section 5b).
- * Not built yet: --backend etcd fails clearly instead of pretending. */
+ *
+ * Keys, below the prefix P (default "/wslock/"), W a canonical workspace
+ * path (so its first byte is '/'):
+ *
+ *   P "lock" W       the lock of W: exactly the owner document bytes that the
+ *                    local backend writes to owner.json (one line and '\n').
+ *                    Bound to the holder's lease while `run` (or `recover
+ *                    -- CMD`) keeps it alive; without a lease for `acquire`,
+ *                    whose holder is a script, and once retained.
+ *   P "retained" W   retained.json of a lock kept for recovery.
+ *   P "journal/" T   one audit line per takeover; T is the time in
+ *                    microseconds, zero-padded, and random hex: sortable and
+ *                    unique.
+ *
+ * Invariants:
+ *  - Acquiring is one transaction: the key of W, the key of every proper
+ *    ancestor of W and every key in [P "lock" W "/", prefix end) have
+ *    create revision 0 (do not exist), then W's key is put. etcd serialises
+ *    transactions, so no interleaving lets an ancestor and a descendant be
+ *    held at once.
+ *  - Every change to an existing lock (release, retain, take-over) is one
+ *    transaction comparing VALUE with the exact bytes read and CREATE with
+ *    their create revision: the compare-and-swap. The bytes hold a random
+ *    token, so equal bytes name the same holder.
+ *  - A holder's fencing token is the revision of the transaction that gave
+ *    it the key: the create revision for an acquire; for a take-over the
+ *    revision of the put (a put keeps the create revision, so the new owner
+ *    gets the transaction's revision, greater than any earlier fence).
+ *
+ * A crash of a `run` holder frees its lock when the lease expires (TTL after
+ * the last renewal); an acquire's lock stays until release or recover, as
+ * the local one does. A write whose outcome is unknown (the endpoint failed
+ * after the request was sent) is settled by reading back: our token in the
+ * stored bytes (or our journal or retained key) means it was applied.
+ */
 #include "backend.h"
+#include "etcd.h"
+#include "platform.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#define PREFIX_MAX 256			/* bytes of the key prefix */
+#define KEY_MAX (PREFIX_MAX + 16 + PATH_MAX)
+#define DEPTH_MAX 100			/* ancestors compared in one txn
+					 * (etcd allows 128 operations) */
+#define READ_CHUNK 50			/* workspaces read per txn (2 ranges each) */
+#define WAIT_SLICE_MS 1000		/* a watch cannot be interrupted: slices */
+
+struct etcd_state {
+	struct etcd_client *c;
+	char prefix[PREFIX_MAX + 1];
+	size_t prefix_len;
+	long long ttl_s;
+	long long lease;		/* granted lease, 0: none */
+	bool lease_used;		/* a lock key is bound to it */
+	char lease_token[WSL_TOKEN_HEX + 1];	/* that lock's owner */
+	char lease_ws[PATH_MAX];
+	long long last_rev;		/* header revision of the last read */
+};
+
+/* What a lock entry does not say about its key. */
+struct kv_meta {
+	long long create_rev;
+	long long lease;
+};
+
+struct key {
+	char b[KEY_MAX];
+	size_t len;
+};
+
+static struct etcd_state *state(struct registry *reg)
+{
+	return reg->impl;
+}
+
+/* P kind path into k; -1 when too long. */
+static int key_make(const struct etcd_state *s, const char *kind,
+		    const char *path, struct key *k, struct wsl_error *err)
+{
+	int n = snprintf(k->b, sizeof(k->b), "%s%s%s", s->prefix, kind, path);
+
+	if (n < 0 || (size_t)n >= sizeof(k->b))
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "etcd key for %s is too long", path);
+	k->len = (size_t)n;
+	return 0;
+}
+
+static void note_rev(struct etcd_state *s, long long rev)
+{
+	if (rev > s->last_rev)
+		s->last_rev = rev;
+}
+
+/* The stored form of an owner document: owner_format and '\n', *len bytes
+ * (no NUL). NULL when it cannot be formatted. */
+static char *owner_bytes(const struct owner *o, size_t *len)
+{
+	char *text = owner_format(o, false);
+	size_t n;
+
+	if (text == NULL)
+		return NULL;
+	n = strlen(text);
+	text[n] = '\n';		/* owner_format left room: the NUL */
+	*len = n + 1;
+	return text;
+}
+
+static char *dup_bytes(const char *p, size_t n)
+{
+	char *d = malloc(n + 1);
+
+	if (d != NULL) {
+		memcpy(d, p, n);
+		d[n] = '\0';
+	}
+	return d;
+}
+
+static bool same_bytes(const char *a, size_t alen, const char *b, size_t blen)
+{
+	return a != NULL && b != NULL && alen == blen && memcmp(a, b, alen) == 0;
+}
+
+/* Fills e (and *m) for workspace path from its lock and retained keys
+ * (either may be NULL: absent). */
+static int fill_entry(const char *path,
+		      const struct etcd_kv *lock, const struct etcd_kv *ret,
+		      bool probe, struct lock_entry *e, struct kv_meta *m,
+		      struct wsl_error *err)
+{
+	char why[256];
+
+	memset(e, 0, sizeof(*e));
+	memset(m, 0, sizeof(*m));
+	e->state = LOCK_FREE;
+	crypto_path_key(path, e->key);
+	if (lock == NULL)
+		return 0;
+	m->create_rev = lock->create_revision;
+	m->lease = lock->lease;
+	snprintf(e->lock_path, sizeof(e->lock_path), "%s", lock->key);
+	e->raw = dup_bytes(lock->value, lock->value_len);
+	if (e->raw == NULL)
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	e->raw_len = lock->value_len;
+	if (!owner_path_canonical(path)) {
+		e->state = LOCK_CORRUPT;
+		snprintf(e->problem, sizeof(e->problem),
+			 "the etcd key %s does not name a canonical workspace path",
+			 lock->key);
+		return 0;
+	}
+	snprintf(e->workspace_root, sizeof(e->workspace_root), "%s", path);
+	if (e->raw_len > OWNER_DOC_MAX) {
+		e->state = LOCK_CORRUPT;
+		snprintf(e->problem, sizeof(e->problem),
+			 "the owner document is larger than %d bytes", OWNER_DOC_MAX);
+		return 0;
+	}
+	if (owner_parse(e->raw, e->raw_len, &e->owner, why, sizeof(why)) != 0) {
+		e->state = LOCK_CORRUPT;
+		snprintf(e->problem, sizeof(e->problem), "%s", why);
+		return 0;
+	}
+	if (strcmp(e->owner.workspace_root, path) != 0) {
+		e->state = LOCK_CORRUPT;
+		snprintf(e->problem, sizeof(e->problem),
+			 "the owner document names workspace %.200s, not its key's",
+			 e->owner.workspace_root);
+		return 0;
+	}
+	e->has_owner = true;
+	e->state = LOCK_HELD;
+	if (ret != NULL) {
+		e->state = LOCK_RETAINED;
+		e->retained = dup_bytes(ret->value, ret->value_len);
+		if (e->retained == NULL)
+			return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	}
+	if (probe) {
+		/* A key bound to a lease exists only while the lease does:
+		 * its holder (or its wslock) keeps renewing it. */
+		if (m->lease != 0) {
+			e->liveness = LIVENESS_LIVE;
+			snprintf(e->reason, sizeof(e->reason),
+				 "etcd lease %llx is held: its holder keeps renewing it (the lock would be gone had it expired)",
+				 (unsigned long long)m->lease);
+		} else {
+			e->liveness = liveness_probe(-1, &e->owner, e->reason,
+						     sizeof(e->reason));
+		}
+		e->probed = true;
+	}
+	return 0;
+}
+
+/* Reads the locks of paths[0..n) (lock and retained keys, one consistent
+ * revision per chunk) into e[] and m[]. */
+static int read_entries(struct etcd_state *s, const char *const *paths, size_t n,
+			bool probe, struct lock_entry *e, struct kv_meta *m,
+			struct wsl_error *err)
+{
+	struct etcd_op ops[2 * READ_CHUNK];
+	struct key *keys;
+	size_t i, j, k;
+	int rc = 0;
+
+	for (i = 0; i < n; i++)
+		memset(&e[i], 0, sizeof(e[i]));
+	keys = calloc(2 * READ_CHUNK, sizeof(*keys));
+	if (keys == NULL)
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	for (i = 0; i < n && rc == 0; i += READ_CHUNK) {
+		size_t cnt = n - i < READ_CHUNK ? n - i : READ_CHUNK;
+		struct etcd_txn t = { 0 };
+		struct etcd_txn_result res;
+		bool ok;
+
+		memset(ops, 0, sizeof(ops));
+		for (j = 0; j < cnt; j++) {
+			if (key_make(s, "lock", paths[i + j], &keys[2 * j], err) != 0 ||
+			    key_make(s, "retained", paths[i + j], &keys[2 * j + 1], err) != 0) {
+				rc = -1;
+				break;
+			}
+			for (k = 0; k < 2; k++) {
+				ops[2 * j + k].type = ETCD_OP_RANGE;
+				ops[2 * j + k].key = keys[2 * j + k].b;
+				ops[2 * j + k].key_len = keys[2 * j + k].len;
+			}
+		}
+		if (rc != 0)
+			break;
+		t.success = ops;
+		t.n_success = 2 * cnt;
+		if (etcd_txn(s->c, &t, &ok, &res, err) != 0) {
+			rc = -1;
+			break;
+		}
+		note_rev(s, res.revision);
+		if (res.n_ops != 2 * cnt) {
+			etcd_txn_result_free(&res);
+			rc = wsl_error_set(err, WSL_IO, "etcd answered %zu reads, not %zu",
+					   res.n_ops, 2 * cnt);
+			break;
+		}
+		for (j = 0; j < cnt && rc == 0; j++) {
+			const struct etcd_op_result *lr = &res.ops[2 * j], *rr = &res.ops[2 * j + 1];
+			rc = fill_entry(paths[i + j], lr->n_kvs > 0 ? &lr->kvs[0] : NULL,
+					rr->n_kvs > 0 ? &rr->kvs[0] : NULL, probe,
+					&e[i + j], &m[i + j], err);
+		}
+		etcd_txn_result_free(&res);
+	}
+	free(keys);
+	if (rc != 0)
+		for (i = 0; i < n; i++)
+			lock_entry_free(&e[i]);
+	return rc;
+}
+
+static int read_entry(struct etcd_state *s, const char *path, bool probe,
+		      struct lock_entry *e, struct kv_meta *m, struct wsl_error *err)
+{
+	return read_entries(s, &path, 1, probe, e, m, err);
+}
+
+/* Calls fn(e, arg) for every lock whose key lies in [P "lock" under "/",
+ * prefix end), in key order, from one consistent read; under "" lists all. */
+static int read_below(struct etcd_state *s, const char *under, bool probe,
+		      int (*fn)(struct lock_entry *e, void *arg), void *arg,
+		      struct wsl_error *err)
+{
+	struct key lk, rk;
+	char lend[KEY_MAX], rend[KEY_MAX];
+	struct etcd_op ops[2];
+	struct etcd_txn t = { 0 };
+	struct etcd_txn_result res;
+	const struct etcd_op_result *lr, *rr;
+	char path[PATH_MAX + 1];
+	size_t i, r = 0, plen = s->prefix_len + 4;	/* P "lock" */
+	size_t rplen = s->prefix_len + 8;		/* P "retained" */
+	bool ok;
+	int rc = 0;
+
+	if (key_make(s, "lock", under, &lk, err) != 0 ||
+	    key_make(s, "retained", under, &rk, err) != 0 ||
+	    lk.len + 1 >= sizeof(lk.b) || rk.len + 1 >= sizeof(rk.b))
+		return -1;
+	lk.b[lk.len++] = '/';
+	rk.b[rk.len++] = '/';
+	memset(ops, 0, sizeof(ops));
+	ops[0].type = ops[1].type = ETCD_OP_RANGE;
+	ops[0].key = lk.b;
+	ops[0].key_len = lk.len;
+	ops[0].range_end = lend;
+	ops[0].range_end_len = etcd_prefix_end(lk.b, lk.len, lend);
+	ops[1].key = rk.b;
+	ops[1].key_len = rk.len;
+	ops[1].range_end = rend;
+	ops[1].range_end_len = etcd_prefix_end(rk.b, rk.len, rend);
+	t.success = ops;
+	t.n_success = 2;
+	if (etcd_txn(s->c, &t, &ok, &res, err) != 0)
+		return -1;
+	note_rev(s, res.revision);
+	if (res.n_ops != 2) {
+		etcd_txn_result_free(&res);
+		return wsl_error_set(err, WSL_IO, "etcd answered %zu reads, not 2", res.n_ops);
+	}
+	lr = &res.ops[0];
+	rr = &res.ops[1];
+	for (i = 0; i < lr->n_kvs && rc == 0; i++) {
+		const struct etcd_kv *kv = &lr->kvs[i], *ret = NULL;
+		struct lock_entry e;
+		struct kv_meta m;
+		size_t n = kv->key_len - plen;
+
+		if (kv->key_len <= plen || n >= sizeof(path) || memchr(kv->key + plen, '\0', n))
+			continue;
+		memcpy(path, kv->key + plen, n);
+		path[n] = '\0';
+		/* Both ranges come sorted by the same path suffix: merge. */
+		while (r < rr->n_kvs) {
+			const struct etcd_kv *q = &rr->kvs[r];
+			size_t qn = q->key_len - rplen;
+			int c = memcmp(q->key + rplen, path, qn < n ? qn : n);
+			if (c == 0)
+				c = qn < n ? -1 : qn > n ? 1 : 0;
+			if (c > 0)
+				break;
+			r++;
+			if (c == 0) {
+				ret = q;
+				break;
+			}
+		}
+		rc = fill_entry(path, kv, ret, probe, &e, &m, err);
+		if (rc == 0)
+			rc = fn(&e, arg);
+		lock_entry_free(&e);
+	}
+	etcd_txn_result_free(&res);
+	return rc;
+}
+
+/* ---- get, overlaps, list --------------------------------------------- */
+
+static int etcd_get(struct registry *reg, const char *workspace, bool probe,
+		    struct lock_entry *e, struct wsl_error *err)
+{
+	struct kv_meta m;
+
+	if (read_entry(state(reg), workspace, probe, e, &m, err) != 0)
+		return -1;
+	if (e->state == LOCK_CORRUPT)
+		snprintf(e->workspace_root, sizeof(e->workspace_root), "%s", workspace);
+	return 0;
+}
+
+struct ov_ctx {
+	struct overlap *items;
+	size_t n, cap;
+	const char **paths;
+	size_t np;
+	struct wsl_error *err;
+};
+
+static struct lock_entry *ov_push(struct ov_ctx *c, bool ancestor)
+{
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 8;
+		struct overlap *p = realloc(c->items, cap * sizeof(*p));
+		if (p == NULL) {
+			wsl_error_errno(c->err, WSL_OS, ENOMEM, "out of memory");
+			return NULL;
+		}
+		c->items = p;
+		c->cap = cap;
+	}
+	memset(&c->items[c->n], 0, sizeof(c->items[c->n]));
+	c->items[c->n].ancestor = ancestor;
+	return &c->items[c->n++].entry;
+}
+
+static int ov_descendant(struct lock_entry *e, void *arg)
+{
+	struct ov_ctx *c = arg;
+	struct lock_entry *slot;
+
+	if (e->state == LOCK_FREE)
+		return 0;
+	slot = ov_push(c, false);
+	if (slot == NULL)
+		return -1;
+	*slot = *e;
+	memset(e, 0, sizeof(*e));	/* the slot owns raw and retained now */
+	return 0;
+}
+
+static int collect_ancestor(const char *ancestor, void *arg)
+{
+	struct ov_ctx *c = arg;
+	char *d = strdup(ancestor);
+
+	if (d == NULL)
+		return wsl_error_errno(c->err, WSL_OS, ENOMEM, "out of memory");
+	c->paths[c->np++] = d;
+	return 0;
+}
+
+static size_t depth_of(const char *path)
+{
+	size_t n = 0;
+
+	for (; *path != '\0'; path++)
+		n += *path == '/';
+	return n;
+}
+
+static int etcd_overlaps(struct registry *reg, const char *workspace, bool probe,
+			 struct overlap **out, size_t *n, struct wsl_error *err)
+{
+	struct etcd_state *s = state(reg);
+	struct ov_ctx c = { 0 };
+	struct lock_entry *es = NULL;
+	struct kv_meta *ms = NULL;
+	size_t i, depth = depth_of(workspace);
+	int rc = -1;
+
+	*out = NULL;
+	*n = 0;
+	c.err = err;
+	c.paths = calloc(depth + 1, sizeof(*c.paths));
+	es = calloc(depth + 1, sizeof(*es));
+	ms = calloc(depth + 1, sizeof(*ms));
+	if (c.paths == NULL || es == NULL || ms == NULL) {
+		wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+		goto out;
+	}
+	if (registry_for_each_ancestor(workspace, collect_ancestor, &c) != 0 ||
+	    read_entries(s, c.paths, c.np, probe, es, ms, err) != 0)
+		goto out;
+	for (i = 0; i < c.np; i++) {
+		struct lock_entry *slot;
+		if (es[i].state == LOCK_FREE)
+			continue;
+		slot = ov_push(&c, true);
+		if (slot == NULL)
+			goto out;
+		*slot = es[i];
+		memset(&es[i], 0, sizeof(es[i]));
+	}
+	if (read_below(s, workspace, probe, ov_descendant, &c, err) != 0)
+		goto out;
+	*out = c.items;
+	*n = c.n;
+	c.items = NULL;
+	c.n = 0;
+	rc = 0;
+out:
+	registry_overlaps_free(c.items, c.n);
+	for (i = 0; i < c.np; i++) {
+		lock_entry_free(&es[i]);
+		free((char *)c.paths[i]);
+	}
+	free(c.paths);
+	free(es);
+	free(ms);
+	return rc;
+}
+
+struct list_ctx {
+	int (*fn)(const struct lock_entry *e, void *arg);
+	void *arg;
+};
+
+static int list_one(struct lock_entry *e, void *arg)
+{
+	struct list_ctx *l = arg;
+
+	return e->state == LOCK_FREE ? 0 : l->fn(e, l->arg);
+}
+
+static int etcd_list(struct registry *reg, bool probe,
+		     int (*fn)(const struct lock_entry *e, void *arg), void *arg,
+		     struct wsl_error *err)
+{
+	struct list_ctx l = { fn, arg };
+
+	/* "lock" "" "/": every workspace path starts with '/'. */
+	return read_below(state(reg), "", probe, list_one, &l, err);
+}
+
+/* ---- acquire ---------------------------------------------------------- */
+
+/* How much waiting cannot cure a conflict: higher is reported first (as
+ * the local backend ranks them). */
+static int conflict_rank(const struct lock_entry *e)
+{
+	switch (e->state) {
+	case LOCK_CORRUPT:
+		return 4;
+	case LOCK_RETAINED:
+		return 3;
+	case LOCK_HELD:
+		return e->liveness == LIVENESS_DEAD ? 2 : 1;
+	case LOCK_FREE:
+	default:
+		return 0;
+	}
+}
+
+static void conflict_keep(struct lock_entry *best, struct lock_entry *cand)
+{
+	if (best->state == LOCK_FREE || conflict_rank(cand) > conflict_rank(best)) {
+		lock_entry_free(best);
+		*best = *cand;
+	} else {
+		lock_entry_free(cand);
+	}
+	memset(cand, 0, sizeof(*cand));
+}
+
+static bool outcome_unknown(const struct wsl_error *err)
+{
+	return err->code == WSL_BACKEND_UNAVAILABLE &&
+	       strstr(err->message, "outcome unknown") != NULL;
+}
+
+/* A lease for a holder that keeps it alive; kept across retries. */
+static int lease_ready(struct etcd_state *s, struct wsl_error *err)
+{
+	if (s->lease != 0 && !s->lease_used)
+		return 0;
+	s->lease = 0;
+	s->lease_used = false;
+	return etcd_lease_grant(s->c, s->ttl_s, &s->lease, NULL, err);
+}
+
+static void lease_bind(struct registry *reg, const struct owner *o)
+{
+	struct etcd_state *s = state(reg);
+
+	s->lease_used = true;
+	snprintf(s->lease_token, sizeof(s->lease_token), "%s", o->token);
+	snprintf(s->lease_ws, sizeof(s->lease_ws), "%s", o->workspace_root);
+}
+
+/* Revokes the lease bound to token's lock (it no longer is: released,
+ * retained or lost). */
+static void lease_drop(struct etcd_state *s, const char *token)
+{
+	struct wsl_error ignore = { 0 };
+
+	if (s->lease == 0 || !s->lease_used || strcmp(s->lease_token, token) != 0)
+		return;
+	etcd_lease_revoke(s->c, s->lease, &ignore);
+	wsl_error_clear(&ignore);
+	s->lease = 0;
+	s->lease_used = false;
+	s->lease_token[0] = '\0';
+}
+
+/* After a failed compare: the conflicting lock ranked as the local backend
+ * ranks it, or LOCK_FREE when none is there any more. *mine is set when
+ * the lock of the workspace itself holds our bytes (a put that reported
+ * failure but was applied). */
+static int find_conflict(struct registry *reg, const struct owner *o,
+			 const char *value, size_t value_len,
+			 struct lock_entry *conflict, struct kv_meta *self_m,
+			 bool *mine, struct wsl_error *err)
+{
+	struct lock_entry self;
+	struct overlap *ov = NULL;
+	size_t n = 0, i;
+
+	*mine = false;
+	if (read_entry(state(reg), o->workspace_root, true, &self, self_m, err) != 0)
+		return -1;
+	if (same_bytes(self.raw, self.raw_len, value, value_len)) {
+		*mine = true;
+		lock_entry_free(&self);
+		return 0;
+	}
+	if (self.state == LOCK_CORRUPT)
+		snprintf(self.workspace_root, sizeof(self.workspace_root), "%s",
+			 o->workspace_root);
+	if (self.state != LOCK_FREE)
+		conflict_keep(conflict, &self);
+	else
+		lock_entry_free(&self);
+	if (etcd_overlaps(reg, o->workspace_root, true, &ov, &n, err) != 0)
+		return -1;
+	for (i = 0; i < n; i++)
+		conflict_keep(conflict, &ov[i].entry);
+	registry_overlaps_free(ov, n);
+	return 0;
+}
+
+static int etcd_try_acquire(struct registry *reg, const struct owner *o,
+			    int *live_fd, struct lock_entry *conflict,
+			    struct wsl_error *err)
+{
+	struct etcd_state *s = state(reg);
+	const char *ws = o->workspace_root;
+	size_t depth = depth_of(ws), nc = 0, value_len = 0, i;
+	struct etcd_compare *cmp = NULL;
+	struct key *keys = NULL, self, ret;
+	char dend[KEY_MAX];
+	struct etcd_op ops[2];
+	struct etcd_txn t = { 0 };
+	char *value = NULL;
+	int attempt, rc = -1;
+
+	memset(conflict, 0, sizeof(*conflict));
+	conflict->state = LOCK_FREE;
+	if (depth > DEPTH_MAX)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "workspace %s is more than %d directories deep: too deep for one etcd transaction",
+				     ws, DEPTH_MAX);
+	value = owner_bytes(o, &value_len);
+	cmp = calloc(depth + 2, sizeof(*cmp));
+	keys = calloc(depth + 2, sizeof(*keys));
+	if (value == NULL || cmp == NULL || keys == NULL) {
+		wsl_error_set(err, WSL_INTERNAL, "cannot format the owner document");
+		goto out;
+	}
+	if (key_make(s, "lock", ws, &self, err) != 0 ||
+	    key_make(s, "retained", ws, &ret, err) != 0)
+		goto out;
+	/* The workspace itself, then every proper ancestor ("/" excluded:
+	 * it is never a workspace), then everything below it. */
+	{
+		char buf[PATH_MAX];
+		char *slash;
+
+		cmp[nc].key = self.b;
+		cmp[nc].key_len = self.len;
+		nc++;
+		snprintf(buf, sizeof(buf), "%s", ws);
+		while ((slash = strrchr(buf, '/')) != NULL && slash != buf) {
+			*slash = '\0';
+			if (key_make(s, "lock", buf, &keys[nc], err) != 0)
+				goto out;
+			cmp[nc].key = keys[nc].b;
+			cmp[nc].key_len = keys[nc].len;
+			nc++;
+		}
+		keys[nc] = self;
+		if (keys[nc].len + 1 >= sizeof(keys[nc].b)) {
+			wsl_error_set(err, WSL_UNSAFE_PATH, "etcd key for %s is too long", ws);
+			goto out;
+		}
+		keys[nc].b[keys[nc].len++] = '/';
+		cmp[nc].key = keys[nc].b;
+		cmp[nc].key_len = keys[nc].len;
+		cmp[nc].range_end = dend;
+		cmp[nc].range_end_len = etcd_prefix_end(keys[nc].b, keys[nc].len, dend);
+		nc++;
+	}
+	for (i = 0; i < nc; i++) {
+		cmp[i].target = ETCD_TARGET_CREATE;
+		cmp[i].cmp = ETCD_CMP_EQUAL;
+		cmp[i].number = 0;
+	}
+	if (live_fd != NULL && lease_ready(s, err) != 0)
+		goto out;
+	memset(ops, 0, sizeof(ops));
+	ops[0].type = ETCD_OP_PUT;
+	ops[0].key = self.b;
+	ops[0].key_len = self.len;
+	ops[0].value = value;
+	ops[0].value_len = value_len;
+	ops[0].lease = live_fd != NULL ? s->lease : 0;
+	/* A retained key never outlives its lock; drop any left by hand. */
+	ops[1].type = ETCD_OP_DELETE;
+	ops[1].key = ret.b;
+	ops[1].key_len = ret.len;
+	t.compare = cmp;
+	t.n_compare = nc;
+	t.success = ops;
+	t.n_success = 2;
+
+	for (attempt = 0; attempt < 20; attempt++) {
+		struct etcd_txn_result res;
+		struct kv_meta m;
+		bool ok, mine;
+
+		if (etcd_txn(s->c, &t, &ok, &res, err) != 0) {
+			struct lock_entry e;
+
+			if (!outcome_unknown(err))
+				goto out;
+			/* Our bytes (our token) stored: our put won. */
+			if (read_entry(s, ws, false, &e, &m, err) != 0)
+				goto out;
+			mine = same_bytes(e.raw, e.raw_len, value, value_len);
+			lock_entry_free(&e);
+			if (mine) {
+				wsl_error_clear(err);
+				reg->fence = m.create_rev;
+				break;
+			}
+			wsl_error_clear(err);
+			continue;	/* not applied (or not yet): the compares make a retry safe */
+		}
+		note_rev(s, res.revision);
+		if (ok) {
+			reg->fence = res.revision;
+			etcd_txn_result_free(&res);
+			break;
+		}
+		etcd_txn_result_free(&res);
+		if (find_conflict(reg, o, value, value_len, conflict, &m, &mine, err) != 0) {
+			lock_entry_free(conflict);
+			goto out;
+		}
+		if (mine) {
+			reg->fence = m.create_rev;
+			break;
+		}
+		if (conflict->state != LOCK_FREE) {
+			rc = ACQUIRE_CONFLICT;
+			goto out;
+		}
+		/* Released between the compare and the read: try again. */
+	}
+	if (attempt == 20) {
+		wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,
+			      "the etcd keys around %s kept changing; gave up after %d attempts",
+			      ws, attempt);
+		goto out;
+	}
+	if (live_fd != NULL) {
+		lease_bind(reg, o);
+		*live_fd = -1;
+	}
+	rc = ACQUIRE_DONE;
+out:
+	free(value);
+	free(cmp);
+	free(keys);
+	return rc;
+}
+
+/* ---- release, retain -------------------------------------------------- */
+
+/* The compare-and-swap guard of a lock read as e/m. */
+static void guard(struct etcd_compare cmp[2], const struct key *k,
+		  const struct lock_entry *e, const struct kv_meta *m)
+{
+	memset(cmp, 0, 2 * sizeof(*cmp));
+	cmp[0].target = ETCD_TARGET_VALUE;
+	cmp[0].cmp = ETCD_CMP_EQUAL;
+	cmp[0].key = k->b;
+	cmp[0].key_len = k->len;
+	cmp[0].value = e->raw;
+	cmp[0].value_len = e->raw_len;
+	cmp[1].target = ETCD_TARGET_CREATE;
+	cmp[1].cmp = ETCD_CMP_EQUAL;
+	cmp[1].key = k->b;
+	cmp[1].key_len = k->len;
+	cmp[1].number = m->create_rev;
+}
+
+/* The token checks of release (and their messages): 0 when e is token's
+ * own, releasable lock. */
+static int release_check(const char *workspace, const char *token,
+			 const struct lock_entry *e, struct wsl_error *err)
+{
+	switch (e->state) {
+	case LOCK_FREE:
+		return wsl_error_set(err, WSL_NOT_HELD, "%s is not locked", workspace);
+	case LOCK_CORRUPT:
+		wsl_error_detail(&err->path, e->lock_path);
+		return wsl_error_set(err, WSL_LOCK_CORRUPT,
+				     "the lock of %s is corrupt (%s); nothing released",
+				     workspace, e->problem);
+	default:
+		break;
+	}
+	if (strcmp(e->owner.token, token) != 0) {
+		wsl_error_detail(&err->holder, e->raw);
+		return wsl_error_set(err, WSL_OWNERSHIP_LOST,
+				     "%s is now held by another owner (pid %ld on %s, token %s%s%s); nothing released",
+				     workspace, (long)e->owner.pid, e->owner.host, e->owner.token,
+				     e->owner.has_recovery_of ? ", recovered from " : "",
+				     e->owner.has_recovery_of ? e->owner.recovery_of : "");
+	}
+	if (e->state == LOCK_RETAINED) {
+		wsl_error_detail(&err->holder, e->raw);
+		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
+				     "%s is retained for recovery; only 'wslock recover' with its exact owner clears it",
+				     workspace);
+	}
+	return 0;
+}
+
+static int etcd_release(struct registry *reg, const char *workspace,
+			const char *token, struct owner *released,
+			struct wsl_error *err)
+{
+	struct etcd_state *s = state(reg);
+	struct etcd_compare cmp[2];
+	struct etcd_op ops[2];
+	struct etcd_txn t = { 0 };
+	struct lock_entry e;
+	struct kv_meta m;
+	struct key lk, rk;
+	int attempt, rc = -1;
+
+	if (key_make(s, "lock", workspace, &lk, err) != 0 ||
+	    key_make(s, "retained", workspace, &rk, err) != 0)
+		return -1;
+	for (attempt = 0; attempt < 10; attempt++) {
+		bool ok;
+
+		if (read_entry(s, workspace, false, &e, &m, err) != 0)
+			return -1;
+		if (release_check(workspace, token, &e, err) != 0)
+			goto out;
+		guard(cmp, &lk, &e, &m);
+		memset(ops, 0, sizeof(ops));
+		ops[0].type = ops[1].type = ETCD_OP_DELETE;
+		ops[0].key = lk.b;
+		ops[0].key_len = lk.len;
+		ops[1].key = rk.b;
+		ops[1].key_len = rk.len;
+		t.compare = cmp;
+		t.n_compare = 2;
+		t.success = ops;
+		t.n_success = 2;
+		if (etcd_txn(s->c, &t, &ok, NULL, err) != 0) {
+			struct lock_entry now;
+			struct kv_meta nm;
+			bool gone;
+
+			if (!outcome_unknown(err))
+				goto out;
+			/* Settled by reading back: our bytes gone means done. */
+			if (read_entry(s, workspace, false, &now, &nm, err) != 0)
+				goto out;
+			gone = !same_bytes(now.raw, now.raw_len, e.raw, e.raw_len);
+			lock_entry_free(&now);
+			if (!gone) {
+				wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,
+					      "the release of %s could not be confirmed; the lock is still held",
+					      workspace);
+				goto out;
+			}
+			wsl_error_clear(err);
+			ok = true;
+		}
+		if (ok)
+			break;
+		/* The lock changed between the read and the compare: read it
+		 * again and judge it afresh. */
+		lock_entry_free(&e);
+	}
+	if (attempt == 10) {
+		return wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,
+				     "the lock of %s kept changing; nothing released", workspace);
+	}
+	lease_drop(s, token);
+	if (released != NULL)
+		*released = e.owner;
+	rc = 0;
+out:
+	lock_entry_free(&e);
+	return rc;
+}
+
+static int etcd_retain(struct registry *reg, const char *workspace,
+		       const char *token, const char *json, struct wsl_error *err)
+{
+	struct etcd_state *s = state(reg);
+	struct etcd_compare cmp[2];
+	struct etcd_op ops[2];
+	struct etcd_txn t = { 0 };
+	struct lock_entry e;
+	struct kv_meta m;
+	struct key lk, rk;
+	bool ok;
+	int rc = -1;
+
+	if (key_make(s, "lock", workspace, &lk, err) != 0 ||
+	    key_make(s, "retained", workspace, &rk, err) != 0)
+		return -1;
+	if (read_entry(s, workspace, false, &e, &m, err) != 0)
+		return -1;
+	if (e.state == LOCK_FREE) {
+		wsl_error_set(err, WSL_OWNERSHIP_LOST,
+			      "the lock of %s was removed while held; nothing retained", workspace);
+		goto out;
+	}
+	if (!e.has_owner || strcmp(e.owner.token, token) != 0) {
+		wsl_error_detail(&err->holder, e.raw);
+		wsl_error_set(err, WSL_OWNERSHIP_LOST,
+			      "%s is now held by another owner; nothing retained", workspace);
+		goto out;
+	}
+	/* The lock key is put again without a lease: a retained lock stays
+	 * until recovered, whatever happens to its holder. */
+	guard(cmp, &lk, &e, &m);
+	memset(ops, 0, sizeof(ops));
+	ops[0].type = ops[1].type = ETCD_OP_PUT;
+	ops[0].key = lk.b;
+	ops[0].key_len = lk.len;
+	ops[0].value = e.raw;
+	ops[0].value_len = e.raw_len;
+	ops[1].key = rk.b;
+	ops[1].key_len = rk.len;
+	ops[1].value = json;
+	ops[1].value_len = strlen(json);
+	t.compare = cmp;
+	t.n_compare = 2;
+	t.success = ops;
+	t.n_success = 2;
+	if (etcd_txn(s->c, &t, &ok, NULL, err) != 0) {
+		struct lock_entry now;
+		struct kv_meta nm;
+
+		if (!outcome_unknown(err))
+			goto out;
+		if (read_entry(s, workspace, false, &now, &nm, err) != 0)
+			goto out;
+		ok = now.state == LOCK_RETAINED && nm.lease == 0 &&
+		     same_bytes(now.raw, now.raw_len, e.raw, e.raw_len) &&
+		     strcmp(now.retained, json) == 0;
+		lock_entry_free(&now);
+		if (!ok) {
+			wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,
+				      "retaining %s could not be confirmed", workspace);
+			goto out;
+		}
+		wsl_error_clear(err);
+	}
+	if (!ok) {
+		wsl_error_set(err, WSL_OWNERSHIP_LOST,
+			      "the lock of %s changed while held; nothing retained", workspace);
+		goto out;
+	}
+	lease_drop(s, token);
+	rc = 0;
+out:
+	lock_entry_free(&e);
+	return rc;
+}
+
+/* ---- take-over -------------------------------------------------------- */
+
+static json_t *str_or_null(const char *s)
+{
+	return s != NULL ? json_string(s) : json_null();
+}
+
+/* One journal line as journal.c writes it (journal.h has no function that
+ * returns the line): the same JSON object, '\n' terminated. */
+static char *journal_line(const char *action, const char *workspace,
+			  const struct registry_expect *x,
+			  const struct lock_entry *e, const struct owner *next,
+			  size_t *len)
+{
+	char now[WSL_TIME_LEN + 1], host[WSL_HOST_MAX + 1];
+	json_t *line;
+	char *text;
+	size_t n;
+
+	platform_now_iso(now);
+	if (platform_hostname(host) != 0)
+		snprintf(host, sizeof(host), "unknown");
+	line = json_object();
+	if (line == NULL)
+		return NULL;
+	json_object_set_new(line, "time", json_string(now));
+	json_object_set_new(line, "action", json_string(action));
+	json_object_set_new(line, "workspace_root", str_or_null(workspace));
+	json_object_set_new(line, "prior_owner",
+			    e->has_owner ? owner_to_json(&e->owner) : json_null());
+	if (!e->has_owner && e->raw != NULL) {
+		json_t *raw = json_stringn(e->raw, e->raw_len);
+		json_object_set_new(line, "prior_bytes", raw != NULL ? raw : json_null());
+	}
+	json_object_set_new(line, "new_owner", next ? owner_to_json(next) : json_null());
+	json_object_set_new(line, "liveness", e->has_owner && e->probed ?
+			    json_string(liveness_name(e->liveness)) : json_null());
+	json_object_set_new(line, "liveness_reason", e->has_owner && e->probed ?
+			    json_string(e->reason) : json_null());
+	json_object_set_new(line, "forced", json_boolean(x->force));
+	json_object_set_new(line, "force_reason",
+			    str_or_null(x->force ? x->force_reason : NULL));
+	json_object_set_new(line, "actor",
+			    json_pack("{s:I,s:I,s:s}", "pid", (json_int_t)getpid(),
+				      "uid", (json_int_t)geteuid(), "host", host));
+	text = json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII);
+	json_decref(line);
+	if (text == NULL)
+		return NULL;
+	n = strlen(text);
+	text[n] = '\n';		/* replaces the NUL */
+	*len = n + 1;
+	return text;
+}
+
+/* The rules of local_take_over: 0 when e may be taken over as x says. */
+static int take_over_check(const char *workspace,
+			   const struct registry_expect *x,
+			   const struct lock_entry *e, struct wsl_error *err)
+{
+	if (e->state == LOCK_FREE)
+		return wsl_error_set(err, WSL_NOT_HELD,
+				     "%s is not locked: nothing to take over", workspace);
+	if (e->state == LOCK_CORRUPT) {
+		wsl_error_detail(&err->path, e->lock_path);
+		if (x->raw == NULL || x->raw_len != e->raw_len ||
+		    memcmp(x->raw, e->raw, e->raw_len) != 0)
+			return wsl_error_set(err, WSL_LOCK_CORRUPT,
+					     "the lock of %s is corrupt (%s); it is cleared only by recover given its exact bytes (etcd key %s) with --force --reason",
+					     workspace, e->problem, e->lock_path);
+		if (!x->force)
+			return wsl_error_set(err, WSL_LOCK_CORRUPT,
+					     "the lock of %s is corrupt (%s); clearing it needs --force --reason",
+					     workspace, e->problem);
+		return 0;
+	}
+	if (x->owner == NULL) {
+		wsl_error_detail(&err->holder, e->raw);
+		return wsl_error_set(err, WSL_INVALID_OWNER,
+				     "the expected owner document is not valid (%s); nothing changed",
+				     x->invalid_why ? x->invalid_why : "unreadable");
+	}
+	if (!owner_equal(x->owner, &e->owner)) {
+		wsl_error_detail(&err->holder, e->raw);
+		return wsl_error_set(err, WSL_OWNER_MISMATCH,
+				     "%s is held by another owner than expected (pid %ld on %s, token %s); nothing changed",
+				     workspace, (long)e->owner.pid, e->owner.host, e->owner.token);
+	}
+	wsl_error_detail(&err->holder, e->raw);
+	wsl_error_detail(&err->liveness, liveness_name(e->liveness));
+	wsl_error_detail(&err->liveness_reason, e->reason);
+	if (e->state == LOCK_RETAINED && !x->allow_retained)
+		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
+				     "%s is retained for recovery; only 'wslock recover' clears it",
+				     workspace);
+	if (e->liveness == LIVENESS_LIVE)
+		return wsl_error_set(err, WSL_OWNER_LIVE,
+				     "the owner of %s is alive (%s); a live owner is never displaced",
+				     workspace, e->reason);
+	if (e->liveness == LIVENESS_UNKNOWN && !x->force)
+		return wsl_error_set(err, WSL_LIVENESS_UNKNOWN,
+				     "the owner of %s cannot be proven dead (%s); after checking that host, use --force --reason",
+				     workspace, e->reason);
+	return 0;
+}
+
+static int etcd_take_over(struct registry *reg, const char *workspace,
+			  const struct registry_expect *x, const struct owner *next,
+			  int *live_fd, struct lock_entry *prior,
+			  struct wsl_error *err)
+{
+	struct etcd_state *s = state(reg);
+	struct etcd_compare cmp[2];
+	struct etcd_op ops[3];
+	struct etcd_txn t = { 0 };
+	struct etcd_txn_result res;
+	struct kv_meta m;
+	struct key lk, rk, jk;
+	char suffix[64], rnd[17];
+	struct timespec ts;
+	char *line = NULL, *value = NULL;
+	size_t line_len = 0, value_len = 0;
+	bool ok;
+	int rc = -1;
+
+	memset(prior, 0, sizeof(*prior));
+	if (key_make(s, "lock", workspace, &lk, err) != 0 ||
+	    key_make(s, "retained", workspace, &rk, err) != 0)
+		return -1;
+	if (read_entry(s, workspace, true, prior, &m, err) != 0)
+		return -1;
+	if (prior->state == LOCK_CORRUPT)
+		snprintf(prior->workspace_root, sizeof(prior->workspace_root), "%s", workspace);
+	if (take_over_check(workspace, x, prior, err) != 0)
+		return -1;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	crypto_random_hex(rnd, 8);
+	snprintf(suffix, sizeof(suffix), "%020lld-%s",
+		 (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000, rnd);
+	if (key_make(s, "journal/", suffix, &jk, err) != 0)
+		return -1;
+	line = journal_line(prior->state == LOCK_CORRUPT ? "clear-corrupt" : x->action,
+			    workspace, x, prior, next, &line_len);
+	if (line == NULL) {
+		wsl_error_set(err, WSL_INTERNAL, "cannot format a journal line");
+		goto out;
+	}
+	if (next != NULL) {
+		value = owner_bytes(next, &value_len);
+		if (value == NULL) {
+			wsl_error_set(err, WSL_INTERNAL, "cannot format the owner document");
+			goto out;
+		}
+		if (live_fd != NULL && lease_ready(s, err) != 0)
+			goto out;
+	}
+	/* One transaction: the exact bytes and create revision as read, then
+	 * the new owner (or nothing), no retained key, and the journal line. */
+	guard(cmp, &lk, prior, &m);
+	memset(ops, 0, sizeof(ops));
+	if (next != NULL) {
+		ops[0].type = ETCD_OP_PUT;
+		ops[0].value = value;
+		ops[0].value_len = value_len;
+		ops[0].lease = live_fd != NULL ? s->lease : 0;
+	} else {
+		ops[0].type = ETCD_OP_DELETE;
+	}
+	ops[0].key = lk.b;
+	ops[0].key_len = lk.len;
+	ops[1].type = ETCD_OP_DELETE;
+	ops[1].key = rk.b;
+	ops[1].key_len = rk.len;
+	ops[2].type = ETCD_OP_PUT;
+	ops[2].key = jk.b;
+	ops[2].key_len = jk.len;
+	ops[2].value = line;
+	ops[2].value_len = line_len;
+	t.compare = cmp;
+	t.n_compare = 2;
+	t.success = ops;
+	t.n_success = 3;
+	if (etcd_txn(s->c, &t, &ok, &res, err) != 0) {
+		struct etcd_kv *kvs = NULL;
+		size_t n = 0;
+		long long rev = 0;
+
+		if (!outcome_unknown(err))
+			goto out;
+		/* Our journal key exists only if our transaction was applied. */
+		if (etcd_range(s->c, jk.b, jk.len, NULL, 0, 1, &kvs, &n, &rev, err) != 0)
+			goto out;
+		ok = n == 1;
+		etcd_kvs_free(kvs, n);
+		if (!ok) {
+			wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,
+				      "taking over %s could not be confirmed; nothing changed", workspace);
+			goto out;
+		}
+		/* The put's revision is not known: read it back. */
+		if (next != NULL) {
+			struct etcd_kv *k2 = NULL;
+			size_t n2 = 0;
+			if (etcd_range(s->c, lk.b, lk.len, NULL, 0, 1, &k2, &n2, &rev, err) != 0)
+				goto out;
+			reg->fence = n2 == 1 && same_bytes(k2[0].value, k2[0].value_len,
+							   value, value_len) ?
+				k2[0].mod_revision : 0;
+			etcd_kvs_free(k2, n2);
+		}
+		wsl_error_clear(err);
+	} else {
+		long long rev = res.revision;
+
+		note_rev(s, rev);
+		etcd_txn_result_free(&res);
+		if (!ok) {
+			struct lock_entry now;
+			struct kv_meta nm;
+
+			/* Another take-over (or a release) won the race. */
+			wsl_error_clear(err);
+			if (read_entry(s, workspace, false, &now, &nm, err) != 0)
+				goto out;
+			if (now.raw != NULL)
+				wsl_error_detail(&err->holder, now.has_owner ? now.raw : NULL);
+			wsl_error_set(err, WSL_OWNER_MISMATCH,
+				      "the lock of %s changed while it was being taken over (%s); nothing changed",
+				      workspace, now.state == LOCK_FREE ? "it is free now" :
+				      now.has_owner ? "another owner holds it now" : "it is corrupt now");
+			lock_entry_free(&now);
+			goto out;
+		}
+		if (next != NULL)
+			reg->fence = rev;
+	}
+	if (next != NULL && live_fd != NULL) {
+		lease_bind(reg, next);
+		*live_fd = -1;
+	}
+	wsl_error_clear(err);
+	rc = 0;
+out:
+	free(line);
+	free(value);
+	return rc;
+}
+
+/* ---- waiting, keepalive ------------------------------------------------ */
+
+static int etcd_garbage(struct registry *reg, bool remove, size_t *staging,
+			size_t *orphan_markers, struct wsl_error *err)
+{
+	(void)reg;
+	(void)remove;
+	(void)err;
+	*staging = *orphan_markers = 0;	/* nothing is staged in etcd */
+	return 0;
+}
+
+static int etcd_wait_prepare(struct registry *reg, struct wsl_error *err)
+{
+	(void)reg;
+	(void)err;
+	return 0;	/* every read records its revision: waits start there */
+}
+
+static int sig_ready(int sigfd)
+{
+	struct pollfd p = { sigfd, POLLIN, 0 };
+
+	return sigfd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
+}
+
+static long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int etcd_wait(struct registry *reg, int sigfd, long timeout_ms,
+		     struct wsl_error *err)
+{
+	struct etcd_state *s = state(reg);
+	long long deadline = mono_ms() + timeout_ms;
+	struct key k;
+	char end[KEY_MAX];
+	size_t end_len;
+
+	(void)err;
+	if (key_make(s, "lock", "", &k, err) != 0)
+		return -1;
+	end_len = etcd_prefix_end(k.b, k.len, end);
+	for (;;) {
+		struct wsl_error werr = { 0 };
+		long long left = deadline - mono_ms();
+		int rc;
+
+		if (sig_ready(sigfd))
+			return 1;
+		if (left <= 0)
+			return 0;
+		rc = etcd_wait_change(s->c, k.b, k.len, end, end_len, s->last_rev,
+				      left < WAIT_SLICE_MS ? (long)left : WAIT_SLICE_MS,
+				      &werr);
+		if (rc == 1)
+			return 0;	/* something changed: the caller tries again */
+		if (rc < 0) {
+			/* No watch now: wait out the slice, the next attempt
+			 * says whether etcd is reachable. */
+			struct pollfd p = { sigfd, POLLIN, 0 };
+			wsl_error_clear(&werr);
+			left = deadline - mono_ms();
+			if (left > 0)
+				poll(&p, sigfd >= 0 ? 1 : 0,
+				     (int)(left < WAIT_SLICE_MS ? left : WAIT_SLICE_MS));
+		}
+	}
+}
+
+static int etcd_keepalive(struct registry *reg, const struct owner *o,
+			  long *next_ms, long *ttl_ms, struct wsl_error *err)
+{
+	struct etcd_state *s = state(reg);
+	long long ttl;
+
+	*next_ms = -1;
+	*ttl_ms = -1;
+	if (s->lease == 0 || !s->lease_used || strcmp(s->lease_token, o->token) != 0)
+		return 0;	/* no lease behind this lock: it lives until released */
+	if (etcd_lease_keepalive(s->c, s->lease, &ttl, err) != 0) {
+		if (err->code != WSL_BACKEND_UNAVAILABLE)
+			return wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,
+					     "cannot renew the lease of %s: %s",
+					     o->workspace_root, err->message);
+		return -1;
+	}
+	if (ttl <= 0) {
+		s->lease_used = false;
+		s->lease = 0;
+		return wsl_error_set(err, WSL_OWNERSHIP_LOST,
+				     "the lease of %s expired", o->workspace_root);
+	}
+	*next_ms = (long)(ttl * 1000 / 3);
+	*ttl_ms = (long)(ttl * 1000);
+	return 0;
+}
+
+/* ---- open, close -------------------------------------------------------- */
+
+static void etcd_registry_close(struct registry *reg)
+{
+	struct etcd_state *s = state(reg);
+
+	if (s == NULL)
+		return;
+	if (s->lease != 0 && !s->lease_used) {
+		struct wsl_error ignore = { 0 };
+		etcd_lease_revoke(s->c, s->lease, &ignore);
+		wsl_error_clear(&ignore);
+	}
+	etcd_close(s->c);
+	free(s);
+	reg->impl = NULL;
+}
+
+static const struct registry_ops etcd_ops = {
+	.name = "etcd",
+	.close = etcd_registry_close,
+	.lock = NULL,
+	.unlock = NULL,
+	.get = etcd_get,
+	.overlaps = etcd_overlaps,
+	.try_acquire = etcd_try_acquire,
+	.release = etcd_release,
+	.list = etcd_list,
+	.take_over = etcd_take_over,
+	.retain = etcd_retain,
+	.garbage = etcd_garbage,
+	.wait_prepare = etcd_wait_prepare,
+	.wait = etcd_wait,
+	.keepalive = etcd_keepalive,
+};
 
 int etcd_registry_open(struct registry *reg, const struct registry_config *cfg,
 		       struct wsl_error *err)
 {
-	(void)reg;
-	(void)cfg;
-	return wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,
-			     "this wslock was built without the etcd backend");
+	const char *endpoints = cfg->etcd_endpoints, *prefix = cfg->etcd_prefix;
+	struct etcd_state *s;
+	struct etcd_kv *kvs = NULL;
+	char end[PREFIX_MAX + 1];
+	size_t n = 0, plen;
+	long long rev = 0;
+
+	reg->path[0] = '\0';	/* no registry directory */
+	reg->real[0] = '\0';
+	if (endpoints == NULL || endpoints[0] == '\0')
+		endpoints = getenv("WSLOCK_ETCD_ENDPOINTS");
+	if (endpoints == NULL || endpoints[0] == '\0')
+		return wsl_error_set(err, WSL_USAGE,
+				     "--backend etcd needs --etcd-endpoints or WSLOCK_ETCD_ENDPOINTS");
+	if (prefix == NULL || prefix[0] == '\0')
+		prefix = "/wslock/";
+	plen = strlen(prefix);
+	if (plen > PREFIX_MAX)
+		return wsl_error_set(err, WSL_USAGE, "--etcd-prefix is longer than %d bytes",
+				     PREFIX_MAX);
+	s = calloc(1, sizeof(*s));
+	if (s == NULL)
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	memcpy(s->prefix, prefix, plen + 1);
+	s->prefix_len = plen;
+	s->ttl_s = cfg->lease_ttl_s > 0 ? cfg->lease_ttl_s : 15;
+	if (etcd_open(&s->c, endpoints, cfg->timeout_ms > 0 ? cfg->timeout_ms : 5000,
+		      err) != 0) {
+		free(s);
+		return -1;
+	}
+	/* Fail now, not at the first lock: a registry that cannot be read
+	 * must never look empty. */
+	if (etcd_range(s->c, s->prefix, s->prefix_len, end,
+		       etcd_prefix_end(s->prefix, s->prefix_len, end), 1,
+		       &kvs, &n, &rev, err) != 0) {
+		char why[sizeof(err->message)];
+		snprintf(why, sizeof(why), "%s", err->message);
+		wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,
+			      "etcd at %s is not reachable: %s", endpoints, why);
+		etcd_close(s->c);
+		free(s);
+		return -1;
+	}
+	etcd_kvs_free(kvs, n);
+	s->last_rev = rev;
+	reg->ops = &etcd_ops;
+	reg->impl = s;
+	return 0;
 }

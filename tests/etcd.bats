@@ -1,0 +1,467 @@
+#!/usr/bin/env bats
+# The etcd backend (DESIGN §5b) against a real etcd on loopback: one member
+# for the whole file, three members for the failover test.  Same commands,
+# documents, JSON shapes and exit codes as the local registry; locks of
+# `run` live on a lease, `acquire` and retained locks persist without one.
+#
+# Every test uses its own workspaces (under $BATS_TEST_TMPDIR), so their
+# keys never meet in the shared cluster.  Needs etcd and etcdctl (Debian:
+# apt-get install etcd-server etcd-client); skipped without them.
+
+load helpers
+
+CLUSTER=$BATS_TEST_DIRNAME/etcd/cluster.sh
+
+setup_file() {
+	if ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; then
+		export WSL_ETCD_MISSING=1
+		return 0
+	fi
+	export WSL_ETCD_DIR=$BATS_FILE_TMPDIR/etcd1
+	WSL_ETCD_EP=$("$CLUSTER" start "$WSL_ETCD_DIR")
+	export WSL_ETCD_EP
+}
+
+teardown_file() {
+	if [ -n "${WSL_ETCD_DIR:-}" ]; then "$CLUSTER" stop "$WSL_ETCD_DIR"; fi
+	if [ -d "$BATS_FILE_TMPDIR/etcd3" ]; then "$CLUSTER" stop "$BATS_FILE_TMPDIR/etcd3"; fi
+	return 0
+}
+
+local_setup() {
+	[ -z "${WSL_ETCD_MISSING:-}" ] ||
+		skip "etcd is not installed (apt-get install etcd-server etcd-client)"
+	export WSLOCK_BACKEND=etcd WSLOCK_ETCD_ENDPOINTS=$WSL_ETCD_EP ETCDCTL_API=3
+}
+
+# ectl ARGS...: etcdctl against the single-member cluster.
+ectl() {
+	etcdctl --endpoints="$WSL_ETCD_EP" --dial-timeout=2s --command-timeout=5s "$@"
+}
+
+# lease_of WS: the lease id (decimal, 0: none) of WS's lock key.  Read with
+# grep: jq would round the 64-bit id.
+lease_of() {
+	local n
+	n=$(ectl get "/wslock/lock$(canon "$1")" -w json | grep -o '"lease":[0-9]*' | cut -d: -f2)
+	echo "${n:-0}"
+}
+
+# shape JSON: the structure of a JSON value (every path, values dropped).
+shape() {
+	jq -c '[paths | map(if type == "number" then 0 else . end)] | unique' <<<"$1"
+}
+
+@test "etcd: --backend etcd without endpoints is a usage error" {
+	mkws a
+	unset WSLOCK_ETCD_ENDPOINTS
+	run --separate-stderr wsl acquire --backend etcd "$(W a)"
+	[ "$status" -eq 64 ]
+	assert_json_error WSLOCK_USAGE
+	[[ $stderr == *"--etcd-endpoints or WSLOCK_ETCD_ENDPOINTS"* ]]
+}
+
+@test "etcd: acquire, inspect, release print the local backend's JSON shapes and exit codes" {
+	mkws a a/sub
+	local ws=$(W a) b
+	for b in local etcd; do
+		run --separate-stderr wsl acquire --backend "$b" --pid $$ "$ws"
+		[ "$status" -eq 0 ]
+		eval "acq_$b=\$output"
+		run --separate-stderr wsl inspect --backend "$b" "$ws/sub"
+		[ "$status" -eq 0 ]
+		eval "insp_$b=\$output"
+		run --separate-stderr wsl inspect --backend "$b" --owner "$ws"
+		[ "$status" -eq 0 ]
+		eval "own_$b=\$output"
+		run --separate-stderr wsl acquire --backend "$b" -n --pid $$ "$ws/sub"
+		[ "$status" -eq 75 ]
+		assert_json_error WSLOCK_BUSY
+		eval "busy_$b=\$output"
+		run --separate-stderr wsl release --backend "$b" --token "$(json_get .token "$(eval echo "\$acq_$b")")" "$ws"
+		[ "$status" -eq 0 ]
+		eval "rel_$b=\$output"
+		run --separate-stderr wsl release --backend "$b" --token 0123456789abcdef0123456789abcdef "$ws"
+		[ "$status" -eq 66 ]
+		assert_json_error WSLOCK_NOT_HELD
+	done
+	[ "$(shape "$acq_local")" = "$(shape "$acq_etcd")" ]
+	[ "$(shape "$insp_local")" = "$(shape "$insp_etcd")" ]
+	[ "$(shape "$own_local")" = "$(shape "$own_etcd")" ]
+	[ "$(shape "$busy_local")" = "$(shape "$busy_etcd")" ]
+	[ "$(shape "$rel_local")" = "$(shape "$rel_etcd")" ]
+	jq_ok '.overlapping[0].relation == "ancestor" and .overlapping[0].liveness == "live"' "$insp_etcd"
+	jq_ok '.overlapping[0].lock_path | startswith("/wslock/lock/")' "$insp_etcd"
+	run wsl inspect "$ws"
+	jq_ok '.state == "free"'
+}
+
+@test "etcd: run gives the child WSLOCK_FENCE, increasing across runs, and its exit status" {
+	mkws a
+	local f1 f2 f3
+	f1=$(wsl run "$(W a)" -- sh -c 'echo "$WSLOCK_FENCE"')
+	f2=$(wsl run "$(W a)" -- sh -c 'echo "$WSLOCK_FENCE"')
+	run wsl run "$(W a)" -- sh -c 'echo "$WSLOCK_FENCE"; exit 3'
+	[ "$status" -eq 3 ]
+	f3=$output
+	[[ $f1 =~ ^[0-9]+$ && $f2 =~ ^[0-9]+$ && $f3 =~ ^[0-9]+$ ]]
+	[ "$f1" -lt "$f2" ] && [ "$f2" -lt "$f3" ]
+	run wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+	run wsl run "$(W a)" -- sh -c 'kill -TERM $$'
+	[ "$status" -eq 143 ]
+}
+
+@test "etcd: a run holds its lock on a lease, released when it ends" {
+	mkws a
+	hold --lease-ttl 3 "$(W a)"
+	[ "$(lease_of "$(W a)")" != 0 ]
+	inspect_json "$(W a)"
+	jq_ok '.state == "held" and .liveness == "live" and (.liveness_reason | contains("lease"))' "$INSPECT"
+	run --separate-stderr wsl run -n "$(W a)" -- true
+	[ "$status" -eq 75 ]
+	assert_run_error WSLOCK_BUSY
+	unhold
+	[ "$WAIT_STATUS" -eq 0 ]
+	run wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+}
+
+@test "etcd: a waiting acquire gets the lock once it is released; a signal ends the wait" {
+	mkws a
+	local d=$BATS_TEST_TMPDIR p
+	hold --lease-ttl 3 "$(W a)"
+	"$WSLOCK" acquire --pid $$ -w 60 "$(W a)" >"$d/acq" 2>"$d/acq.err" 3>&- &
+	p=$!
+	track_pid "$p"
+	wait_for "grep -q waiting '$d/acq.err'" 20
+	unhold
+	wait_exit "$p" 30
+	[ "$WAIT_STATUS" -eq 0 ] || fail "acquire: $WAIT_STATUS $(cat "$d/acq.err")"
+	"$WSLOCK" acquire --pid $$ -w 60 "$(W a)" >"$d/acq2" 2>"$d/acq2.err" 3>&- &
+	p=$!
+	track_pid "$p"
+	wait_for "grep -q waiting '$d/acq2.err'" 20
+	kill -TERM "$p"
+	wait_exit "$p" 10
+	[ "$WAIT_STATUS" -eq 143 ]
+	run wsl release --token "$(jq -r .token "$d/acq")" "$(W a)"
+	[ "$status" -eq 0 ]
+}
+
+@test "etcd: ancestors and descendants conflict, siblings and prefixes do not" {
+	mkws p/q/r p2 p/s
+	local p=$(W p) out tok
+	out=$(wsl acquire --pid $$ "$p/q") || fail "$out"
+	tok=$(json_get .token "$out")
+	run --separate-stderr wsl acquire -n --pid $$ "$p"
+	[ "$status" -eq 75 ]
+	[[ $stderr == *"overlaps its descendant $p/q"* ]]
+	run --separate-stderr wsl acquire -n --pid $$ "$p/q/r"
+	[ "$status" -eq 75 ]
+	[[ $stderr == *"overlaps its ancestor $p/q"* ]]
+	run wsl run -n "$p/s" -- true
+	[ "$status" -eq 0 ]
+	run wsl run -n "$(W p2)" -- true
+	[ "$status" -eq 0 ]
+	run --separate-stderr wsl inspect "$p"
+	jq_ok '.state == "free" and (.overlapping | length) == 1 and .overlapping[0].relation == "descendant"'
+	run wsl inspect --all
+	jq -e --arg p "$p/" '[.locks[] | select(.workspace_root | startswith($p))] | map(.workspace_root) == [$p + "q"]' <<<"$output"
+	run wsl release --token "$tok" "$p/q"
+	[ "$status" -eq 0 ]
+	run wsl acquire -n --pid $$ "$p"
+	[ "$status" -eq 0 ]
+	run wsl release --token "$(json_get .token)" "$p"
+	[ "$status" -eq 0 ]
+}
+
+@test "etcd: two hosts, 200 contended runs, never two in the critical section" {
+	mkws shared
+	local ws=$(W shared) t=$BATS_TEST_TMPDIR/cs h j pids=()
+	mkdir -p "$t"
+	: >"$t/overlaps"
+	: >"$t/done"
+	for h in h1 h2; do
+		for j in 1 2 3 4; do
+			(
+				for _ in $(seq 25); do
+					WSLOCK_HOST=$h "$WSLOCK" run -q --lease-ttl 5 -w 120 "$ws" -- sh -c '
+						mkdir "$1/in" 2>/dev/null || echo overlap >>"$1/overlaps"
+						echo "$WSLOCK_FENCE" >>"$1/fences"
+						sleep 0.01
+						rmdir "$1/in" 2>/dev/null
+						echo ok >>"$1/done"' sh "$t" || echo "fail $?" >>"$t/overlaps"
+				done
+			) </dev/null 3>&- &
+			pids+=($!)
+			track_pid $!
+		done
+	done
+	for h in "${pids[@]}"; do wait_exit "$h" 170 || fail "runner $h hung"; done
+	[ ! -s "$t/overlaps" ] || fail "overlaps or failures: $(sort "$t/overlaps" | uniq -c)"
+	[ "$(wc -l <"$t/done")" -eq 200 ]
+	# every holder had its own, distinct fencing token
+	[ "$(sort -u "$t/fences" | wc -l)" -eq 200 ]
+}
+
+@test "etcd: a revoked lease stops the command with SIGTERM and exit 78" {
+	mkws a
+	hold --lease-ttl 3 "$(W a)"
+	local lease
+	lease=$(lease_of "$(W a)")
+	[ "$lease" != 0 ]
+	ectl lease revoke "$(printf %x "$lease")"
+	wait_exit "$HOLD_PID" 30
+	[ "$WAIT_STATUS" -eq 78 ]
+	[ -e "$HOLD_DIR/TERMED" ]
+	grep -q 'WSLOCK_OWNERSHIP_LOST' "$HOLD_DIR/err"
+	grep -q 'lease' "$HOLD_DIR/err"
+	run wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+}
+
+@test "etcd: --kill-after SIGKILLs a command that ignores SIGTERM after the lease is lost" {
+	mkws a
+	local d=$BATS_TEST_TMPDIR/k lease
+	mkdir -p "$d"
+	"$WSLOCK" run --lease-ttl 3 --kill-after 0.5 "$(W a)" -- sh -c '
+		trap "touch \"$1/TERMED\"" TERM
+		echo $$ >"$1/child.pid"
+		touch "$1/READY"
+		while :; do sleep 0.05; done' sh "$d" </dev/null >"$d/out" 2>"$d/err" 3>&- &
+	local pid=$!
+	track_pid "$pid"
+	wait_for "[ -e '$d/READY' ]" 20
+	track_pid "$(cat "$d/child.pid")"
+	lease=$(lease_of "$(W a)")
+	ectl lease revoke "$(printf %x "$lease")"
+	wait_exit "$pid" 30
+	[ "$WAIT_STATUS" -eq 78 ]
+	wait_for "[ -e '$d/TERMED' ]" 5
+	wait_for "! is_running $(cat "$d/child.pid")" 10
+	grep -q WSLOCK_OWNERSHIP_LOST "$d/err"
+}
+
+@test "etcd: a retained lock outlives its run's lease and needs recover" {
+	mkws a
+	run --separate-stderr wsl run --lease-ttl 2 --retain-on-failure "$(W a)" -- false
+	[ "$status" -eq 1 ]
+	[ "$(lease_of "$(W a)")" = 0 ]
+	sleep 3	# longer than the lease: a leased key would be gone now
+	inspect_json "$(W a)"
+	jq_ok '.state == "retained" and .liveness == "dead" and .retained.exit_status == 1' "$INSPECT"
+	run --separate-stderr wsl run -n "$(W a)" -- true
+	[ "$status" -eq 69 ]
+	assert_run_error WSLOCK_RECOVERY_REQUIRED
+	wsl inspect --owner "$(W a)" >"$BATS_TEST_TMPDIR/owner.json"
+	run --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/owner.json" "$(W a)"
+	[ "$status" -eq 0 ]
+	jq_ok '.action == "recovered" and .liveness == "dead" and .released == true'
+	run wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+	# the takeover is journaled in etcd, as journal.c writes it locally
+	run ectl get --prefix /wslock/journal/ --print-value-only
+	jq -s -e --arg ws "$(W a)" \
+		'[.[] | select(.workspace_root == $ws)] | length == 1 and .[0].action == "recover" and .[0].prior_owner != null and .[0].new_owner.recovery_of == .[0].prior_owner.token' <<<"$output"
+}
+
+@test "etcd: an acquired lock has no lease, outlives wslock, and release frees it" {
+	mkws a
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	[ "$(lease_of "$(W a)")" = 0 ]
+	inspect_json "$(W a)"
+	jq_ok '.state == "held" and .liveness == "live"' "$INSPECT"
+	run --separate-stderr wsl release --token 0123456789abcdef0123456789abcdef "$(W a)"
+	[ "$status" -eq 78 ]
+	assert_json_error WSLOCK_OWNERSHIP_LOST
+	run --separate-stderr wsl release --token "$(json_get .token "$OWNER")" "$(W a)"
+	[ "$status" -eq 0 ]
+	jq_ok '.action == "released"'
+	run wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+}
+
+@test "etcd: a dead holder on this host needs recovery; reclaim removes it" {
+	mkws a b
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	kill -KILL "$SLEEPER_PID"
+	wait_exit "$SLEEPER_PID" 10
+	run --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+	[ "$status" -eq 69 ]
+	assert_json_error WSLOCK_RECOVERY_REQUIRED
+	run --separate-stderr wsl reclaim "$(W a)"
+	[ "$status" -eq 0 ]
+	jq_ok '.action == "preview" and .candidates[0].reclaimable == true'
+	run --separate-stderr wsl reclaim --yes "$(W a)"
+	[ "$status" -eq 0 ]
+	run wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+}
+
+@test "etcd: the owner of another host is unknown, refused without --force" {
+	mkws a
+	local out
+	out=$(WSLOCK_HOST=h2 wsl acquire --pid $$ "$(W a)") || fail "$out"
+	printf '%s\n' "$out" >"$BATS_TEST_TMPDIR/owner.json"
+	inspect_json "$(W a)"
+	jq_ok '.state == "held" and .liveness == "unknown" and .owner.host == "h2"' "$INSPECT"
+	run --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/owner.json" "$(W a)"
+	[ "$status" -eq 69 ]
+	assert_json_error WSLOCK_LIVENESS_UNKNOWN
+	run --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+	[ "$status" -eq 75 ]
+	run --separate-stderr wsl recover --force --reason "h2 checked" \
+		--expected-owner "$BATS_TEST_TMPDIR/owner.json" "$(W a)"
+	[ "$status" -eq 0 ]
+	jq_ok '.forced == true and .liveness == "unknown"'
+}
+
+@test "etcd: a run of another host is live through its lease" {
+	mkws a
+	WSLOCK_HOST=h2 hold --lease-ttl 3 "$(W a)"
+	inspect_json --owner "$(W a)"
+	printf '%s\n' "$INSPECT" >"$BATS_TEST_TMPDIR/owner.json"
+	run --separate-stderr wsl recover --force --reason x \
+		--expected-owner "$BATS_TEST_TMPDIR/owner.json" "$(W a)"
+	[ "$status" -eq 75 ]
+	assert_json_error WSLOCK_OWNER_LIVE
+	unhold
+	[ "$WAIT_STATUS" -eq 0 ]
+}
+
+@test "etcd: two concurrent recovers of the same owner: exactly one wins" {
+	mkws a
+	local round d s1 s2 p1 p2
+	for round in 1 2 3; do
+		start_sleeper
+		acquire_as "$SLEEPER_PID" "$(W a)"
+		kill -KILL "$SLEEPER_PID"
+		wait_exit "$SLEEPER_PID" 10
+		d=$BATS_TEST_TMPDIR/r$round
+		mkdir -p "$d"
+		printf '%s\n' "$OWNER" >"$d/owner.json"
+		for i in 1 2; do
+			sh -c 'while [ ! -e "$1/START" ]; do sleep 0.01; done
+				exec "$2" recover --lease-ttl 5 --expected-owner "$1/owner.json" "$3" -- \
+					sh -c "while [ ! -e \"\$1/GO\" ]; do sleep 0.05; done" sh "$1"' \
+				sh "$d" "$WSLOCK" "$(W a)" </dev/null >"$d/out$i" 2>"$d/err$i" 3>&- &
+			eval "p$i=\$!"
+			track_pid $!
+		done
+		touch "$d/START"
+		# the loser ends on its own; then let the winner's command finish
+		wait_for "! is_running $p1 || ! is_running $p2" 30
+		touch "$d/GO"
+		wait_exit "$p1" 30
+		s1=$WAIT_STATUS
+		wait_exit "$p2" 30
+		s2=$WAIT_STATUS
+		[ "$(printf '%s\n' "$s1" "$s2" | sort -n | tr '\n' ' ')" = "0 65 " ] ||
+			fail "round $round: statuses $s1 $s2; $(cat "$d/err1" "$d/err2")"
+		cat "$d/err1" "$d/err2" | grep -q WSLOCK_OWNER_MISMATCH
+		run wsl inspect "$(W a)"
+		jq_ok '.state == "free"'
+	done
+}
+
+@test "etcd: a corrupt value is reported, blocks acquire, and only an exact forced recover clears it" {
+	mkws a
+	ectl put "/wslock/lock$(W a)" 'not a document' >/dev/null
+	inspect_json "$(W a)"
+	jq_ok '.state == "corrupt" and .owner == null and (.problem | length > 0)' "$INSPECT"
+	run --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+	[ "$status" -eq 65 ]
+	assert_json_error WSLOCK_LOCK_CORRUPT
+	printf 'not a document\n' >"$BATS_TEST_TMPDIR/wrong"
+	run --separate-stderr wsl recover --force --reason x --expected-owner "$BATS_TEST_TMPDIR/wrong" "$(W a)"
+	[ "$status" -eq 65 ]
+	printf 'not a document' >"$BATS_TEST_TMPDIR/exact"
+	run --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/exact" "$(W a)"
+	[ "$status" -eq 65 ]
+	run --separate-stderr wsl recover --force --reason x --expected-owner "$BATS_TEST_TMPDIR/exact" "$(W a)"
+	[ "$status" -eq 0 ]
+	jq_ok '.action == "cleared-corrupt"'
+	run wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+}
+
+@test "etcd: unreachable etcd is 69 WSLOCK_BACKEND_UNAVAILABLE for every command" {
+	mkws a
+	export WSLOCK_ETCD_ENDPOINTS=http://127.0.0.1:9
+	printf '{}' >"$BATS_TEST_TMPDIR/owner.json"
+	run --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+	[ "$status" -eq 69 ]
+	assert_json_error WSLOCK_BACKEND_UNAVAILABLE
+	run --separate-stderr wsl release --token 0123456789abcdef0123456789abcdef "$(W a)"
+	[ "$status" -eq 69 ]
+	assert_json_error WSLOCK_BACKEND_UNAVAILABLE
+	run --separate-stderr wsl run "$(W a)" -- true
+	[ "$status" -eq 69 ]
+	assert_run_error WSLOCK_BACKEND_UNAVAILABLE
+	run --separate-stderr wsl inspect "$(W a)"
+	[ "$status" -eq 69 ]
+	assert_json_error WSLOCK_BACKEND_UNAVAILABLE
+	run --separate-stderr wsl inspect --all
+	[ "$status" -eq 69 ]
+	run --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/owner.json" "$(W a)"
+	[ "$status" -eq 69 ]
+	assert_json_error WSLOCK_BACKEND_UNAVAILABLE
+	run --separate-stderr wsl reclaim
+	[ "$status" -eq 69 ]
+	assert_json_error WSLOCK_BACKEND_UNAVAILABLE
+	run --separate-stderr wsl reclaim --yes
+	[ "$status" -eq 69 ]
+}
+
+@test "etcd: --backend etcd --etcd-endpoints and --etcd-prefix work without the environment" {
+	mkws a
+	unset WSLOCK_BACKEND WSLOCK_ETCD_ENDPOINTS
+	run --separate-stderr wsl run --backend etcd --etcd-endpoints "$WSL_ETCD_EP" \
+		--etcd-prefix /wslock-other/ "$(W a)" -- \
+		sh -c 'etcdctl --endpoints="$1" get --prefix /wslock-other/lock --keys-only' sh "$WSL_ETCD_EP"
+	[ "$status" -eq 0 ]
+	[[ $output == *"/wslock-other/lock$(W a)"* ]]
+	[ ! -e "$WSLOCK_DIR" ]	# no local registry was made
+}
+
+@test "etcd: losing one member of three keeps run, acquire and release working" {
+	local d=$BATS_FILE_TMPDIR/etcd3 ep leader i urls="" out deadline
+	ep=$("$CLUSTER" start -n 3 "$d")
+	[ -n "$ep" ]
+	for i in 1 2 3; do is_running "$(cat "$d/member-$i/pid")"; done
+	leader=$("$CLUSTER" leader "$d")
+	# the leader first: the client starts there and must fail over
+	urls=$(cat "$d/member-$leader/client")
+	for i in 1 2 3; do
+		[ "$i" = "$leader" ] || urls="$urls,$(cat "$d/member-$i/client")"
+	done
+	export WSLOCK_ETCD_ENDPOINTS=$urls
+	mkws a b c
+	hold --lease-ttl 15 "$(W a)"
+	"$CLUSTER" kill "$d" "$leader"
+	# the survivors elect a new leader (bounded wait, no timing asserted)
+	deadline=$((SECONDS + 60))
+	until etcdctl --endpoints="${urls#*,}" --dial-timeout=1s --command-timeout=2s \
+		endpoint health >/dev/null 2>&1; do
+		[ "$SECONDS" -lt "$deadline" ] || fail "the two survivors did not become healthy"
+		sleep 0.2
+	done
+	run wsl run "$(W b)" -- true
+	[ "$status" -eq 0 ]
+	out=$(wsl acquire --pid $$ "$(W c)") || fail "acquire: $out"
+	run --separate-stderr wsl acquire -n --pid $$ "$(W c)"
+	[ "$status" -eq 75 ]
+	run wsl release --token "$(json_get .token "$out")" "$(W c)"
+	[ "$status" -eq 0 ]
+	# the holder kept its lease alive across the failover
+	run wsl inspect "$(W a)"
+	jq_ok '.state == "held" and .liveness == "live"'
+	unhold
+	[ "$WAIT_STATUS" -eq 0 ]
+	run wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+	"$CLUSTER" stop "$d"
+}

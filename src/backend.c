@@ -73,6 +73,11 @@ int registry_default_path(const char *dir, char out[PATH_MAX],
 	if (dir == NULL || dir[0] == '\0') {
 		env = getenv("WSLOCK_DIR");
 		if (env != NULL && env[0] != '\0') {
+			/* Relative, it would name another registry in every
+			 * working directory: two holders of one workspace. */
+			if (env[0] != '/')
+				return wsl_error_set(err, WSL_USAGE,
+						     "WSLOCK_DIR must be an absolute path, not '%s'", env);
 			dir = env;
 		} else {
 			env = getenv("XDG_STATE_HOME");
@@ -207,7 +212,8 @@ int registry_workspace(const struct registry *reg, const char *arg,
 				     "workspace path %s is not valid UTF-8", arg);
 	json_decref(probe);
 	if (reg->path[0] == '\0')
-		return 0;	/* no registry directory to keep apart (etcd) */
+		return 0;	/* no registry directory to keep apart (etcd, or
+				 * not opened yet) */
 	if (registry_path_within(reg->real, out) || registry_path_within(reg->path, out))
 		return wsl_error_set(err, WSL_UNSAFE_PATH,
 				     "registry %s lies inside workspace %s; choose a registry outside it (-d or WSLOCK_DIR)",
@@ -231,7 +237,7 @@ int registry_open(struct registry *reg, const struct registry_config *cfg,
 	if (backend == NULL || backend[0] == '\0' || strcmp(backend, "local") == 0) {
 		if (registry_default_path(cfg->lock_dir, path, err) != 0)
 			return -1;
-		return local_open(reg, path, create, err);
+		return local_open(reg, path, cfg->workspace, create, err);
 	}
 	if (strcmp(backend, "etcd") == 0) {
 		memset(reg, 0, sizeof(*reg));
@@ -240,6 +246,25 @@ int registry_open(struct registry *reg, const struct registry_config *cfg,
 		return etcd_registry_open(reg, cfg, err);
 	}
 	return wsl_error_set(err, WSL_USAGE, "unknown backend '%s' (local or etcd)", backend);
+}
+
+int registry_open_for(struct registry *reg, struct registry_config *cfg,
+		      const char *arg, bool allow_missing, bool create,
+		      char ws[PATH_MAX], struct wsl_error *err)
+{
+	struct registry none;
+
+	memset(&none, 0, sizeof(none));
+	if (registry_workspace(&none, arg, allow_missing, ws, err) != 0)
+		return -1;
+	cfg->workspace = ws;
+	if (registry_open(reg, cfg, create, err) != 0)
+		return -1;
+	if (registry_workspace(reg, arg, allow_missing, ws, err) != 0) {
+		registry_close(reg);
+		return -1;
+	}
+	return 0;
 }
 
 const char *registry_backend(const struct registry *reg)

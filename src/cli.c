@@ -423,8 +423,11 @@ static int conflict_final(const char *ws, const struct lock_entry *e,
 	if (e->state == LOCK_CORRUPT) {
 		cli_error_holder(err, e);
 		return wsl_error_set(err, WSL_LOCK_CORRUPT,
-				     "%s locked by a corrupt lock: %s (%s); see 'wslock inspect'",
-				     subject, e->problem, e->lock_path);
+				     "%s locked by a corrupt lock: %s%s%s%s; see 'wslock inspect'",
+				     subject, e->problem,
+				     strstr(e->problem, e->lock_path) ? "" : " (",
+				     strstr(e->problem, e->lock_path) ? "" : e->lock_path,
+				     strstr(e->problem, e->lock_path) ? "" : ")");
 	}
 	if (e->state == LOCK_RETAINED) {
 		cli_error_holder(err, e);
@@ -511,7 +514,16 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		char who[1024], subject[2 * PATH_MAX + 64];
 		long long wait_ms;
 
+		/* -n and -w bound every wait, that for the registry too. */
+		if (w->nonblock) {
+			reg->coord_deadline_ms = now_ms() + 1000;
+			reg->coord_timeout_code = WSL_BUSY;
+		} else if (deadline >= 0) {
+			reg->coord_deadline_ms = deadline > now_ms() + 50 ? deadline : now_ms() + 50;
+			reg->coord_timeout_code = WSL_TIMEOUT;
+		}
 		rc = registry_try_acquire(reg, o, live_fd, &conflict, err);
+		reg->coord_deadline_ms = -1;
 		if (rc == ACQUIRE_DONE || rc < 0) {
 			lock_entry_free(&conflict);
 			break;

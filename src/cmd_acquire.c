@@ -63,10 +63,9 @@ static int acquire_main(struct cli *c, int argc, char **argv)
 				 "acquire takes one WORKSPACE");
 	if (a.pid == 0)
 		a.pid = getppid();
-	if (registry_open(&reg, &c->reg_cfg, true, &err) != 0)
+	if (registry_open_for(&reg, &c->reg_cfg, argv[first], false, true, ws, &err) != 0)
 		return cli_fail(c, &err);
-	if (registry_workspace(&reg, argv[first], false, ws, &err) != 0 ||
-	    owner_build(&o, ws, (pid_t)a.pid,
+	if (owner_build(&o, ws, (pid_t)a.pid,
 			a.hold.purpose ? a.hold.purpose : "acquire",
 			a.hold.operation_id, NULL, &err) != 0) {
 		registry_close(&reg);

@@ -261,6 +261,9 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 			goto fail;
 		ch.orig_mask = &orig;
 		ch.stdout_to_stderr = true;
+		/* A failed cleanup leaves a half-clean workspace: keep it
+		 * locked, retained, like run --retain-on-failure. */
+		ch.retain_on_failure = true;
 	}
 	list = json_array();
 	skipped = json_array();
@@ -277,7 +280,12 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 			continue;
 		}
 		if (reclaim_one(c, &reg, e, &a, &ch, &cmd_status, &err) != 0) {
-			/* Changed since the preview, came alive, or failed. */
+			/* Changed since it was read, came alive, or failed: only
+			 * a failure (not a lock that moved on) fails reclaim. */
+			if (exit_status == 0 && err.code != WSL_NOT_HELD &&
+			    err.code != WSL_OWNER_MISMATCH && err.code != WSL_OWNER_LIVE &&
+			    err.code != WSL_LIVENESS_UNKNOWN && err.code != WSL_RECOVERY_REQUIRED)
+				exit_status = wsl_code_exit(err.code);
 			item = json_pack("{s:s,s:s}", "workspace_root", e->workspace_root,
 					 "why", err.message);
 			json_array_append_new(skipped, item);
@@ -337,8 +345,10 @@ const struct cli_command cmd_reclaim = {
 	"whether it is reclaimable. --yes removes each reclaimable lock by the same\n"
 	"exact compare-and-swap as recover (an owner that changed meanwhile is skipped)\n"
 	"and clears garbage left by crashes. Retained, corrupt and live locks are\n"
-	"never removed. With COMMAND, it runs inside each reclaimed workspace under\n"
-	"its lock first (a cleanup hook; its stdout goes to stderr, stdout stays\n"
-	"JSON); the exit status is then the first failing COMMAND's. Every removal\n"
+	"never removed. --yes acts on the registry as it is then: each removal is a\n"
+	"compare-and-swap against the owner it has just read. With COMMAND, it runs\n"
+	"inside each reclaimed workspace under its lock (a cleanup hook; its stdout\n"
+	"goes to stderr, stdout stays JSON); a COMMAND that fails leaves that lock\n"
+	"retained, and the exit status is the first failing COMMAND's. Every removal\n"
 	"is appended to journal.jsonl.\n",
 };

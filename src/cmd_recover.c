@@ -129,11 +129,14 @@ static int recover_main(struct cli *c, int argc, char **argv)
 	if (read_expected(a.expected, &raw, &raw_len, &err) != 0)
 		goto fail;
 	valid = owner_parse(raw, raw_len, &expected, why, sizeof(why)) == 0;
-	if (registry_open(&reg, &c->reg_cfg, true, &err) != 0)
+	if (!valid && raw_len >= 4 && strspn(raw, " \t\r\n") + 4 <= raw_len &&
+	    strncmp(raw + strspn(raw, " \t\r\n"), "null", 4) == 0)
+		snprintf(why, sizeof(why),
+			 "it is null: 'inspect --owner' found the workspace free when it was saved");
+	if (registry_open_for(&reg, &c->reg_cfg, argv[first], ch.cmd == NULL, true, ws,
+			      &err) != 0)
 		goto fail;
 	have_reg = true;
-	if (registry_workspace(&reg, argv[first], ch.cmd == NULL, ws, &err) != 0)
-		goto fail;
 	if (valid && strcmp(expected.workspace_root, ws) != 0) {
 		wsl_error_set(&err, WSL_OWNER_MISMATCH,
 			      "the expected owner is of workspace %s, not of %s; nothing changed",

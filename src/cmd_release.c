@@ -49,11 +49,11 @@ static int release_main(struct cli *c, int argc, char **argv)
 				 "release takes one WORKSPACE");
 	if (token == NULL)
 		return cli_usage(c, "release needs --token TOKEN");
-	if (registry_open(&reg, &c->reg_cfg, true, &err) != 0)
-		return cli_fail(c, &err);
 	/* A workspace deleted while locked can still be released by path. */
-	if (registry_workspace(&reg, argv[first], true, ws, &err) != 0 ||
-	    registry_release(&reg, ws, token, &o, &err) != 0) {
+	ws[0] = '\0';
+	if (registry_open_for(&reg, &c->reg_cfg, argv[first], true, true, ws, &err) != 0)
+		return cli_fail(c, &err);
+	if (registry_release(&reg, ws, token, &o, &err) != 0) {
 		wsl_error_detail(&err.workspace_root, ws[0] == '/' ? ws : NULL);
 		registry_close(&reg);
 		status = cli_fail(c, &err);

@@ -83,10 +83,8 @@ static int run_main(struct cli *c, int argc, char **argv)
 	ch.retain_on_failure = a.retain;
 	ch.kill_after_ms = a.kill_after_ms;
 
-	if (registry_open(&reg, &c->reg_cfg, true, &err) != 0)
+	if (registry_open_for(&reg, &c->reg_cfg, argv[first], false, true, ws, &err) != 0)
 		return cli_fail(c, &err);
-	if (registry_workspace(&reg, argv[first], false, ws, &err) != 0)
-		goto fail;
 
 	/* Inside a run that holds this workspace or an ancestor: the lock is
 	 * already ours, so run the command without acquiring again. */

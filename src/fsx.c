@@ -116,6 +116,12 @@ int fsx_check_private(const struct stat *st, mode_t type, const char *path,
 		return wsl_error_set(err, WSL_UNSAFE_PATH,
 				     "%s has mode %04o; group and others must have no access (chmod go= it)",
 				     path, (unsigned)(st->st_mode & 07777));
+	/* A hard link would let a write meant for the registry land in a
+	 * file elsewhere (and the other way round). */
+	if (type == S_IFREG && st->st_nlink != 1)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "%s has %lu hard links; registry files must have one",
+				     path, (unsigned long)st->st_nlink);
 	return 0;
 }
 
@@ -174,6 +180,9 @@ int fsx_read_file_checked(int dirfd, const char *name, const char *path,
 		if (e == ELOOP)
 			wsl_error_set(err, WSL_UNSAFE_PATH,
 				      "%s is a symbolic link; refusing to follow it", path);
+		else if (e == ENXIO || e == ENODEV)
+			wsl_error_set(err, WSL_UNSAFE_PATH,
+				      "%s is a socket or device, not a regular file", path);
 		else
 			wsl_error_errno(err, WSL_IO, e, "cannot open %s", path);
 		errno = e;

@@ -64,6 +64,9 @@ int journal_append(int dir_fd, const char *path, const struct journal_event *ev,
 		if (errno == ELOOP)
 			wsl_error_set(err, WSL_UNSAFE_PATH,
 				      "%s is a symbolic link; refusing to follow it", jpath);
+		else if (errno == ENXIO || errno == ENODEV)
+			wsl_error_set(err, WSL_UNSAFE_PATH,
+				      "%s is not a regular file", jpath);
 		else
 			wsl_error_errno(err, WSL_IO, errno, "cannot open %s", jpath);
 		goto out;

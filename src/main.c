@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,9 +50,11 @@ static const struct cli_command *find_command(const char *name)
 }
 
 /* POSIX lets a program start with fd 0, 1 or 2 closed; a file opened then
- * would take that number and receive stray output. */
-static void ensure_std_fds(void)
+ * would take that number and receive stray output. Returns true when
+ * stdout was closed (it is /dev/null now). */
+static bool ensure_std_fds(void)
 {
+	bool stdout_closed = false;
 	int fd;
 
 	for (fd = 0; fd < 3; fd++) {
@@ -59,17 +62,21 @@ static void ensure_std_fds(void)
 			int nfd = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
 			if (nfd < 0 || nfd != fd)
 				_exit(71);
+			if (fd == STDOUT_FILENO)
+				stdout_closed = true;
 		}
 	}
+	return stdout_closed;
 }
 
 int main(int argc, char **argv)
 {
 	const struct cli_command *cmd;
 	struct cli c = { 0 };
+	bool stdout_closed;
 	int i = 1;
 
-	ensure_std_fds();
+	stdout_closed = ensure_std_fds();
 	if (crypto_setup() != 0) {
 		fprintf(stderr, "wslock: cannot initialise libsodium\n");
 		return 71;
@@ -128,5 +135,13 @@ int main(int argc, char **argv)
 		return cli_usage(&c, "unknown command '%s' (%s)", argv[i], names);
 	}
 	c.cmd = cmd->name;
+	/* Output nobody can read: acquire's token would be lost for good, and
+	 * a JSON answer would be reported as done while nobody saw it. (run
+	 * prints nothing; its command decides about its own stdout.) */
+	if (stdout_closed && cmd != &cmd_run && cmd != &cmd_recover) {
+		fprintf(stderr, "wslock: standard output is closed: the answer of '%s' would be lost; nothing done [WSLOCK_IO]\n",
+			cmd->name);
+		return 74;
+	}
 	return cmd->run(&c, argc - i, argv + i);
 }

@@ -152,9 +152,13 @@ int owner_build(struct owner *o, const char *workspace_root, pid_t pid,
 	if (pid < 1 || pid > WSL_PID_MAX)
 		return wsl_error_set(err, WSL_USAGE, "pid %ld is outside 1..%d",
 				     (long)pid, WSL_PID_MAX);
-	if (platform_hostname(o->host) != 0)
-		return wsl_error_errno(err, WSL_OS, errno,
-				       "cannot determine the host name (WSLOCK_HOST or gethostname)");
+	if (platform_hostname(o->host) != 0) {
+		if (getenv("WSLOCK_HOST") != NULL)
+			return wsl_error_set(err, WSL_USAGE,
+					     "WSLOCK_HOST must be 1..%d printable characters without spaces",
+					     WSL_HOST_MAX);
+		return wsl_error_errno(err, WSL_OS, errno, "cannot determine the host name");
+	}
 	crypto_token(o->token);
 	if (operation_id != NULL)
 		snprintf(o->operation_id, sizeof(o->operation_id), "%s", operation_id);
@@ -441,4 +445,41 @@ bool owner_equal(const struct owner *a, const struct owner *b)
 	       strcmp(a->acquired_at, b->acquired_at) == 0 &&
 	       a->has_recovery_of == b->has_recovery_of &&
 	       (!a->has_recovery_of || strcmp(a->recovery_of, b->recovery_of) == 0);
+}
+
+void owner_diff(const struct owner *a, const struct owner *b, char *out, size_t len)
+{
+	const struct {
+		const char *key;
+		bool differs;
+	} k[] = {
+		{ "token", strcmp(a->token, b->token) != 0 },
+		{ "operation_id", strcmp(a->operation_id, b->operation_id) != 0 },
+		{ "purpose", strcmp(a->purpose, b->purpose) != 0 },
+		{ "workspace_root", strcmp(a->workspace_root, b->workspace_root) != 0 },
+		{ "host", strcmp(a->host, b->host) != 0 },
+		{ "boot_id", a->has_boot_id != b->has_boot_id ||
+		  (a->has_boot_id && strcmp(a->boot_id, b->boot_id) != 0) },
+		{ "pid", a->pid != b->pid },
+		{ "pid_start_ticks", a->has_start_ticks != b->has_start_ticks ||
+		  (a->has_start_ticks && a->start_ticks != b->start_ticks) },
+		{ "identity_policy", a->policy != b->policy },
+		{ "acquired_at", strcmp(a->acquired_at, b->acquired_at) != 0 },
+		{ "recovery_of", a->has_recovery_of != b->has_recovery_of ||
+		  (a->has_recovery_of && strcmp(a->recovery_of, b->recovery_of) != 0) },
+	};
+	size_t i, used = 0;
+
+	if (len == 0)
+		return;
+	out[0] = '\0';
+	for (i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+		int n;
+		if (!k[i].differs)
+			continue;
+		n = snprintf(out + used, len - used, "%s%s", used ? ", " : "", k[i].key);
+		if (n < 0 || (size_t)n >= len - used)
+			break;
+		used += (size_t)n;
+	}
 }

@@ -95,6 +95,10 @@ json_t *owner_to_json(const struct owner *o);
  * line, or indented by two when pretty. NULL on failure. */
 char *owner_format(const struct owner *o, bool pretty);
 
+/* Writes the names of the keys whose values differ between a and b into
+ * out (len bytes), comma-separated, e.g. "purpose, pid"; "" when equal. */
+void owner_diff(const struct owner *a, const struct owner *b, char *out, size_t len);
+
 /* True when a and b are the same document: same key set and values,
  * whatever the key order and white space (compare-and-swap input). */
 bool owner_equal(const struct owner *a, const struct owner *b);

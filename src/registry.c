@@ -57,6 +57,7 @@
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define STAGE_NAME_MAX 64
@@ -97,6 +98,65 @@ static int make_parents(const char *path, struct wsl_error *err)
 	return 0;
 }
 
+/* Refuses a registry netfs does not allow, naming path. */
+static int check_netfs(int fd, const char *path, struct wsl_error *err)
+{
+	const char *netfs = platform_network_fs(fd);
+	const char *allow = getenv("WSLOCK_ALLOW_NETWORK_FS");
+
+	if (netfs != NULL && (allow == NULL || strcmp(allow, "1") != 0))
+		return wsl_error_set(err, WSL_NETWORK_FS,
+				     "registry %s is on a network filesystem (%s), where its kernel lock does not hold across machines; use --backend etcd, or set WSLOCK_ALLOW_NETWORK_FS=1 if only this machine uses it",
+				     path, netfs);
+	return 0;
+}
+
+/*
+ * Before a missing registry is created: the checks that would refuse it
+ * afterwards (inside the workspace, on a network filesystem), made on where
+ * it would be, so that a refused command creates nothing.
+ */
+static int check_before_create(const char *path, const char *workspace,
+			       struct wsl_error *err)
+{
+	char existing[PATH_MAX], real[PATH_MAX], would[PATH_MAX];
+	size_t cut = strlen(path);
+	int fd, rc;
+
+	snprintf(existing, sizeof(existing), "%s", path);
+	for (;;) {
+		char *slash = strrchr(existing, '/');
+		if (slash == NULL)
+			return 0;
+		if (slash == existing) {
+			existing[1] = '\0';
+			cut = 1;
+		} else {
+			*slash = '\0';
+			cut = (size_t)(slash - existing);
+		}
+		if (realpath(existing, real) != NULL)
+			break;
+		if (errno != ENOENT || cut == 1)
+			return 0;	/* the real attempt will report it */
+	}
+	if (snprintf(would, sizeof(would), "%s%s", strcmp(real, "/") == 0 ? "" : real,
+		     path + cut) >= (int)sizeof(would))
+		return wsl_error_set(err, WSL_UNSAFE_PATH, "registry path %s is longer than PATH_MAX",
+				     path);
+	if (workspace != NULL &&
+	    (registry_path_within(would, workspace) || registry_path_within(workspace, would)))
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "registry %s and workspace %s overlap; choose a registry outside every workspace (-d or WSLOCK_DIR)",
+				     path, workspace);
+	fd = fsx_open(real, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0)
+		return 0;
+	rc = check_netfs(fd, path, err);
+	fsx_close(fd);
+	return rc;
+}
+
 static void local_close(struct registry *reg);
 
 static void registry_init(struct registry *reg)
@@ -106,6 +166,7 @@ static void registry_init(struct registry *reg)
 	reg->dir_fd = reg->locks_fd = reg->nest_fd = reg->tmp_fd = -1;
 	reg->coord_fd = reg->watch_fd = -1;
 	reg->fs_kind = FS_OTHER;
+	reg->coord_deadline_ms = -1;
 }
 
 /* Opens (or with create makes) the subdirectory name; *fd stays -1 when it
@@ -128,10 +189,9 @@ static int open_subdir(struct registry *reg, const char *name, bool create,
 	return 0;
 }
 
-int local_open(struct registry *reg, const char *path, bool create,
-	       struct wsl_error *err)
+int local_open(struct registry *reg, const char *path, const char *workspace,
+	       bool create, struct wsl_error *err)
 {
-	const char *netfs, *allow;
 	struct stat st;
 	int fd;
 
@@ -147,7 +207,8 @@ int local_open(struct registry *reg, const char *path, bool create,
 			snprintf(reg->real, sizeof(reg->real), "%s", path);
 			return 0;
 		}
-		if (make_parents(path, err) != 0)
+		if (check_before_create(path, workspace, err) != 0 ||
+		    make_parents(path, err) != 0)
 			return -1;
 		if (mkdir(path, 0700) != 0 && errno != EEXIST)
 			return wsl_error_errno(err, WSL_IO, errno,
@@ -171,14 +232,8 @@ int local_open(struct registry *reg, const char *path, bool create,
 		goto fail;
 	}
 	reg->fs_kind = platform_fs_kind(reg->dir_fd);
-	netfs = platform_network_fs(reg->dir_fd);
-	allow = getenv("WSLOCK_ALLOW_NETWORK_FS");
-	if (netfs != NULL && (allow == NULL || strcmp(allow, "1") != 0)) {
-		wsl_error_set(err, WSL_NETWORK_FS,
-			      "registry %s is on a network filesystem (%s), where its kernel lock does not hold across machines; use --backend etcd, or set WSLOCK_ALLOW_NETWORK_FS=1 if only this machine uses it",
-			      path, netfs);
+	if (check_netfs(reg->dir_fd, path, err) != 0)
 		goto fail;
-	}
 	if (open_subdir(reg, "locks", create, &reg->locks_fd, err) != 0 ||
 	    open_subdir(reg, "nest", create, &reg->nest_fd, err) != 0 ||
 	    open_subdir(reg, "tmp", create, &reg->tmp_fd, err) != 0)
@@ -191,6 +246,9 @@ int local_open(struct registry *reg, const char *path, bool create,
 			wsl_error_set(err, WSL_UNSAFE_PATH,
 				      "%s/.coordination is a symbolic link; refusing to follow it",
 				      path);
+		else if (errno == ENXIO || errno == ENODEV)
+			wsl_error_set(err, WSL_UNSAFE_PATH,
+				      "%s/.coordination is not a regular file", path);
 		else
 			wsl_error_errno(err, WSL_IO, errno,
 					"cannot open %s/.coordination", path);
@@ -234,11 +292,36 @@ static int local_lock(struct registry *reg, int op, struct wsl_error *err)
 					     "registry %s was opened read-only", reg->path);
 		return 0;
 	}
-	if (fsx_flock(reg->coord_fd, op) != 0)
-		return wsl_error_errno(err, WSL_IO, errno,
-				       "cannot lock %s/.coordination", reg->path);
-	reg->coord_held = op;
-	return 0;
+	if (reg->coord_deadline_ms < 0) {
+		if (fsx_flock(reg->coord_fd, op) != 0)
+			return wsl_error_errno(err, WSL_IO, errno,
+					       "cannot lock %s/.coordination", reg->path);
+		reg->coord_held = op;
+		return 0;
+	}
+	/* A bounded wait (-n, -w): the lock is normally held for well under
+	 * a millisecond, but a stopped or slow wslock must not stretch it. */
+	for (long wait_us = 500;; wait_us = wait_us < 20000 ? wait_us * 2 : wait_us) {
+		struct timespec ts;
+		long long now;
+
+		if (fsx_flock(reg->coord_fd, op | LOCK_NB) == 0) {
+			reg->coord_held = op;
+			return 0;
+		}
+		if (errno != EWOULDBLOCK)
+			return wsl_error_errno(err, WSL_IO, errno,
+					       "cannot lock %s/.coordination", reg->path);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+		if (now >= reg->coord_deadline_ms)
+			return wsl_error_set(err, reg->coord_timeout_code,
+					     "the registry %s stayed busy: another wslock holds %s/.coordination",
+					     reg->path, reg->path);
+		ts.tv_sec = 0;
+		ts.tv_nsec = wait_us * 1000;
+		nanosleep(&ts, NULL);
+	}
 }
 
 static void local_unlock(struct registry *reg)
@@ -886,8 +969,10 @@ static int replace_owner(const struct registry *reg, int lfd, const char *dirpat
 	len = strlen(text);
 	text[len] = '\n';	/* replaces the NUL; written as len + 1 bytes */
 	if (fsx_write_new_file(lfd, "owner.json.new", text, len + 1, sync_data(reg)) != 0) {
+		int e = errno;
 		free(text);
-		return wsl_error_errno(err, WSL_IO, errno, "cannot write %s/owner.json.new",
+		unlinkat(lfd, "owner.json.new", 0);
+		return wsl_error_errno(err, WSL_IO, e, "cannot write %s/owner.json.new",
 				       dirpath);
 	}
 	free(text);
@@ -991,10 +1076,13 @@ static int local_take_over(struct registry *reg, const char *workspace,
 		goto out;
 	}
 	if (!owner_equal(x->owner, &e->owner)) {
+		char keys[256];
+		owner_diff(x->owner, &e->owner, keys, sizeof(keys));
 		wsl_error_detail(&err->holder, e->raw);
 		wsl_error_set(err, WSL_OWNER_MISMATCH,
-			      "%s is held by another owner than expected (pid %ld on %s, token %s); nothing changed",
-			      workspace, (long)e->owner.pid, e->owner.host, e->owner.token);
+			      "the owner of %s is not the one expected: %s differ%s (now pid %ld on %s, token %s); nothing changed",
+			      workspace, keys, strchr(keys, ',') ? "" : "s",
+			      (long)e->owner.pid, e->owner.host, e->owner.token);
 		goto out;
 	}
 	wsl_error_detail(&err->holder, e->raw);

@@ -31,6 +31,10 @@ struct registry_config {
 	const char *etcd_prefix;	/* NULL: "/wslock/" */
 	long lease_ttl_s;		/* etcd lease of a holder, s; 0: 15 */
 	long timeout_ms;		/* etcd per-request timeout, ms; 0: 5000 */
+	const char *workspace;		/* the canonical workspace the command is
+					 * about, or NULL: a registry that would
+					 * overlap it is refused before it is
+					 * created */
 };
 
 struct registry {
@@ -42,6 +46,10 @@ struct registry {
 	int coord_held;		/* 0, LOCK_SH or LOCK_EX */
 	int watch_fd;		/* local: inotify on locks/, or -1 */
 	int fs_kind;		/* local: enum fs_kind of the registry */
+	long long coord_deadline_ms;	/* local: give up waiting for the
+					 * coordination lock at this
+					 * CLOCK_MONOTONIC time (ms); -1: wait */
+	enum wsl_code coord_timeout_code; /* and then fail with this code */
 	void *impl;		/* other backends' state */
 	long long fence;	/* fencing token of the lock last acquired or
 				 * taken over (etcd create revision), 0: none */
@@ -95,6 +103,17 @@ int registry_default_path(const char *dir, char out[PATH_MAX],
 int registry_open(struct registry *reg, const struct registry_config *cfg,
 		  bool create, struct wsl_error *err);
 
+/*
+ * registry_workspace and registry_open in the order a mutating command
+ * needs: arg is resolved first (its errors come first), then the registry
+ * is opened knowing the workspace, so that one that would lie inside it is
+ * refused before anything is created, then the two are checked apart.
+ * cfg->workspace is set to ws. Errors as both.
+ */
+int registry_open_for(struct registry *reg, struct registry_config *cfg,
+		      const char *arg, bool allow_missing, bool create,
+		      char ws[PATH_MAX], struct wsl_error *err);
+
 /* The name of reg's backend: "local" or "etcd". */
 const char *registry_backend(const struct registry *reg);
 
@@ -108,8 +127,8 @@ const char *registry_backend(const struct registry *reg);
  * with WSL_NETWORK_FS one on a network filesystem unless
  * WSLOCK_ALLOW_NETWORK_FS=1 (the kernel lock does not work across hosts).
  */
-int local_open(struct registry *reg, const char *path, bool create,
-	       struct wsl_error *err);
+int local_open(struct registry *reg, const char *path, const char *workspace,
+	       bool create, struct wsl_error *err);
 
 /* Closes every descriptor (dropping the coordination lock). */
 void registry_close(struct registry *reg);

@@ -179,13 +179,15 @@ populate() {
 	[ ! -e "$T/cwd.live" ] || fail "CMD ran in a live owner's workspace"
 }
 
-@test "reclaim --yes -- CMD exits with the CMD's failing status" {
+@test "reclaim --yes -- CMD exits with the CMD's failing status and keeps that workspace retained" {
 	mkws a
 	dead_acquired "$(W a)"
 	run -4 --separate-stderr wsl reclaim --yes -- sh -c 'exit 4'
-	jq_ok '(.reclaimed | length) == 1'
+	jq_ok '(.reclaimed | length) == 1 and .reclaimed[0].command_status == 4'
 	inspect_json "$(W a)"
-	jq_ok '.state == "free"' "$INSPECT"
+	# A failed cleanup leaves a half-clean workspace: it stays locked.
+	jq_ok '.state == "retained" and .retained.exit_status == 4' "$INSPECT"
+	jq_ok '.owner.purpose | startswith("reclaim:")' "$INSPECT"
 }
 
 @test "reclaim --yes removes a dead staging directory and an orphan nest marker, keeps a held lock's markers, reports counts" {

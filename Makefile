@@ -94,8 +94,9 @@ uninstall:
 		$(DESTDIR)$(FISHCOMPDIR)/wslock.fish
 
 clean:
-	rm -f wslock wslock-test src/*.o $(UNIT) bench/wslbench
+	rm -f wslock wslock-test src/*.o $(UNIT) bench/wslbench fuzz/fuzz_owner
 
 include bench/bench.mk
+include mk/hardening.mk
 
 .PHONY: all unit check check-etcd install uninstall clean test-build

@@ -1,0 +1,397 @@
+#!/usr/bin/env bash
+# tests/crash/matrix.sh - crash injection: every command through every
+# registry step it reaches (src/testhook.h, CRASH_POINT in src/*.c).
+#
+# For each (step, command) cell: build the state the command needs with the
+# normal ./wslock, run the command with ./wslock-test and WSLOCK_CRASH_AT=step,
+# expect it to die of SIGKILL (137) when the step is on its path, then check
+# with the normal ./wslock that the registry is consistent:
+#
+#   - inspect works; the workspace is free, or held/retained by a dead owner
+#     (never corrupt, never live, never a second lock in the tree);
+#   - the nest markers still make overlaps visible: acquire -n of an ancestor
+#     and of a descendant fails with 69 while the workspace is held, works
+#     when it is free;
+#   - acquire -n of the workspace succeeds or reports WSLOCK_RECOVERY_REQUIRED;
+#   - an exact recover (inspect --owner > f; recover --expected-owner f)
+#     succeeds whenever something is held;
+#   - reclaim --yes then leaves locks/, nest/ and tmp/ empty;
+#   - every journal line is one whole JSON object;
+#   - finally acquire + release works.
+#
+# Prints the matrix (rows: steps, columns: commands; PASS / FAIL / n/a) and
+# exits 1 on any FAIL. A cell whose command does not reach the step is n/a,
+# unless the step is expected on that command's path (then FAIL: the hook or
+# the path changed).
+#
+# Usage: tests/crash/matrix.sh [-v]   (from anywhere; WSLOCK / WSLOCK_TEST
+# override the binaries, CRASH_KEEP=1 keeps the scratch directory,
+# CRASH_STEPS='s1 s2' and CRASH_COLS='run release' run a part of the matrix).
+set -u
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+WSLOCK=${WSLOCK:-$ROOT/wslock}
+WSLOCK_TEST=${WSLOCK_TEST:-$ROOT/wslock-test}
+VERBOSE=0
+[ "${1:-}" = -v ] && VERBOSE=1
+
+for b in "$WSLOCK" "$WSLOCK_TEST"; do
+	[ -x "$b" ] || { echo "matrix.sh: $b is not built (make && make test-build)" >&2; exit 2; }
+done
+for t in jq timeout b2sum; do
+	command -v "$t" >/dev/null || { echo "matrix.sh: needs $t" >&2; exit 2; }
+done
+
+unset WSLOCK_TOKEN WSLOCK_WORKSPACE WSLOCK_OWNER WSLOCK_HOST WSLOCK_ALLOW_NETWORK_FS \
+	WSLOCK_FENCE WSLOCK_CRASH_AT WSLOCK_TEST_FSTYPE XDG_STATE_HOME
+
+# Every step named by CRASH_POINT in the sources, in source order.
+mapfile -t STEPS < <(grep -ho 'CRASH_POINT("[^"]*")' "$ROOT"/src/registry.c "$ROOT"/src/journal.c \
+	"$ROOT"/src/*.c 2>/dev/null | sed 's/CRASH_POINT("\(.*\)")/\1/' | awk '!seen[$0]++')
+if [ "${#STEPS[@]}" -eq 0 ]; then
+	echo "matrix.sh: no CRASH_POINT found in $ROOT/src" >&2
+	exit 2
+fi
+
+# Columns: id, header, the steps expected on its path (space-separated).
+ACQ="acquire:staged acquire:staging-synced acquire:markers-written acquire:published acquire:dir-synced"
+REL="release:renamed release:markers-removed"
+TAKE="journal:opened takeover:journaled takeover:owner-staged takeover:live-replaced takeover:owner-replaced takeover:retained-dropped"
+COLS=(acquire run release recover recover_cmd reclaim run_retain acquire_reclaim recover_retained recover_corrupt)
+declare -A HEAD=(
+	[acquire]="acquire"
+	[run]="run"
+	[release]="release"
+	[recover]="recover"
+	[recover_cmd]="recover--CMD"
+	[reclaim]="reclaim--yes"
+	[run_retain]="run--retain"
+	[acquire_reclaim]="acq--reclaim-dead"
+	[recover_retained]="recover(retained)"
+	[recover_corrupt]="recover(corrupt)"
+)
+declare -A EXPECT=(
+	[acquire]="$ACQ"
+	[run]="$ACQ $REL"
+	[release]="$REL"
+	[recover]="$TAKE $REL"
+	[recover_cmd]="$TAKE $REL"
+	[reclaim]="journal:opened takeover:journaled $REL garbage:staging-removed"
+	[run_retain]="$ACQ retain:written"
+	[acquire_reclaim]="journal:opened takeover:journaled $REL $ACQ"
+	[recover_retained]="$TAKE $REL"
+	[recover_corrupt]="journal:opened $REL takeover:corrupt-removed $ACQ"
+)
+
+SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/wslock-crash.XXXXXX")
+PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	[ "${CRASH_KEEP:-0}" = 1 ] || rm -rf "$SCRATCH"
+}
+trap cleanup EXIT
+# Private copies: a rebuild of ./wslock during the run must not change the
+# binary under test halfway (or make exec fail with ETXTBSY).
+cp "$WSLOCK" "$SCRATCH/wslock" && cp "$WSLOCK_TEST" "$SCRATCH/wslock-test" || exit 2
+WSLOCK=$SCRATCH/wslock
+WSLOCK_TEST=$SCRATCH/wslock-test
+
+# ---------------------------------------------------------------- helpers
+
+W() { timeout -k 5 60 "$WSLOCK" "$@"; }
+
+# A live holder to name as owner; sets SLEEPER.
+start_sleeper() {
+	sleep 600 </dev/null >/dev/null 2>&1 &
+	SLEEPER=$!
+	PIDS+=("$SLEEPER")
+}
+# Kills and reaps a holder: from now on it is provably dead.
+kill_holder() {
+	kill -KILL "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	return 0
+}
+
+lock_key() { printf %s "$1" | b2sum -l 256 | cut -d' ' -f1; }
+
+CELL_ERR=
+bad() {
+	CELL_ERR+="$*; "
+}
+
+# A fresh cell: registry $REG, workspaces $WS (the target), $PARENT above
+# it and $CHILD below it, and a sibling.
+new_cell() {
+	CELL=$SCRATCH/$1
+	rm -rf "$CELL"
+	mkdir -p "$CELL/ws/p/t/c" "$CELL/ws/p/sib"
+	export WSLOCK_DIR=$CELL/reg
+	PARENT=$(realpath "$CELL/ws/p")
+	WS=$PARENT/t
+	CHILD=$WS/c
+	SIB=$PARENT/sib
+	CELL_ERR=
+	HOLDER=
+	CORRUPT_FILE=
+}
+
+# Leaves a lock of $WS held by a dead acquire holder; its owner doc in $OWNER.
+setup_dead_owner() {
+	start_sleeper
+	OWNER=$(W acquire --pid "$SLEEPER" --purpose "crash-matrix setup" "$WS") ||
+		{ bad "setup: acquire failed: $OWNER"; return 1; }
+	kill_holder "$SLEEPER"
+}
+
+# Leaves garbage as a crashed acquire does: a staging dir and orphan markers.
+setup_garbage() {
+	# The braces take bash's "Killed" notice away from the terminal.
+	{ WSLOCK_CRASH_AT=acquire:markers-written timeout -k 5 60 "$WSLOCK_TEST" \
+		run "$SIB" -- true >/dev/null 2>&1; } 2>/dev/null
+	local st=$?
+	[ "$st" = 137 ] || { bad "setup: garbage-making run exited $st, not 137"; return 1; }
+}
+
+setup_retained() {
+	W run --retain-on-failure "$WS" -- false >/dev/null 2>&1
+	local st=$?
+	[ "$st" = 1 ] || { bad "setup: retaining run exited $st"; return 1; }
+	W inspect "$WS" | jq -e '.state == "retained"' >/dev/null ||
+		{ bad "setup: lock not retained"; return 1; }
+}
+
+# A lock whose owner.json was damaged in place (its nest markers exist, as
+# for any published lock); its exact bytes in $CORRUPT_FILE.
+setup_corrupt() {
+	local d
+	setup_dead_owner || return 1
+	d=$WSLOCK_DIR/locks/$(lock_key "$WS")
+	printf '{"schema_version":1,"kind":"wslock-owner","workspace_root":"%s","pid":0}\n' "$WS" >"$d/owner.json"
+	chmod 0600 "$d/owner.json"
+	CORRUPT_FILE=$CELL/corrupt.json
+	cp "$d/owner.json" "$CORRUPT_FILE"
+}
+
+# Runs column $1's command under WSLOCK_CRASH_AT=$2; sets CRASH_STATUS.
+crash_run() {
+	local col=$1 step=$2 tok
+	local -a cmd
+	case $col in
+	acquire)
+		start_sleeper
+		HOLDER=$SLEEPER
+		cmd=(acquire --pid "$HOLDER" "$WS")
+		;;
+	run) cmd=(run "$WS" -- true) ;;
+	release)
+		start_sleeper
+		HOLDER=$SLEEPER
+		OWNER=$(W acquire --pid "$HOLDER" "$WS") || { bad "setup: acquire failed"; return 1; }
+		tok=$(jq -r .token <<<"$OWNER")
+		cmd=(release --token "$tok" "$WS")
+		;;
+	recover | recover_cmd)
+		setup_dead_owner || return 1
+		W inspect --owner "$WS" >"$CELL/expected.json"
+		cmd=(recover --expected-owner "$CELL/expected.json" "$WS")
+		[ "$col" = recover_cmd ] && cmd+=(-- true)
+		;;
+	reclaim)
+		setup_dead_owner && setup_garbage || return 1
+		cmd=(reclaim --yes)
+		;;
+	run_retain) cmd=(run --retain-on-failure "$WS" -- false) ;;
+	acquire_reclaim)
+		setup_dead_owner || return 1
+		start_sleeper
+		HOLDER=$SLEEPER
+		cmd=(acquire --reclaim-dead --pid "$HOLDER" "$WS")
+		;;
+	recover_retained)
+		setup_retained || return 1
+		W inspect --owner "$WS" >"$CELL/expected.json"
+		cmd=(recover --expected-owner "$CELL/expected.json" "$WS")
+		;;
+	recover_corrupt)
+		setup_corrupt || return 1
+		cmd=(recover --force --reason "crash matrix" --expected-owner "$CORRUPT_FILE" "$WS")
+		;;
+	esac
+	{ WSLOCK_CRASH_AT=$step timeout -k 5 60 "$WSLOCK_TEST" "${cmd[@]}" \
+		</dev/null >"$CELL/crash.out" 2>"$CELL/crash.err"; } 2>/dev/null
+	CRASH_STATUS=$?
+	# The job that held the lock dies with the crashed command.
+	[ -n "$HOLDER" ] && kill_holder "$HOLDER"
+	return 0
+}
+
+# acquire -n of $1 for a live holder: prints "ok" (then released) or the
+# error code; anything else is reported as "exit N".
+try_acquire() {
+	local out st
+	start_sleeper
+	out=$(W acquire -n --pid "$SLEEPER" "$1" 2>/dev/null)
+	st=$?
+	if [ "$st" = 0 ]; then
+		if W release --token "$(jq -r .token <<<"$out")" "$1" >"$CELL/rel.out" 2>&1; then
+			echo ok
+		else
+			echo "release failed: $(cat "$CELL/rel.out")"
+		fi
+	elif [ "$st" = 69 ] && jq -e '.error.code == "WSLOCK_RECOVERY_REQUIRED"' <<<"$out" >/dev/null 2>&1; then
+		echo RECOVERY_REQUIRED
+	else
+		echo "exit $st: $(jq -r '.error.code // empty' <<<"$out" 2>/dev/null)"
+	fi
+	kill_holder "$SLEEPER"
+}
+
+# The invariants after a crash; appends failures to CELL_ERR.
+check_invariants() {
+	local col=$1 insp state live all n got f
+	insp=$(W inspect "$WS" 2>"$CELL/inspect.err") || { bad "inspect failed: $(cat "$CELL/inspect.err")"; return; }
+	state=$(jq -r .state <<<"$insp")
+	live=$(jq -r .liveness <<<"$insp")
+	case $state in
+	free) ;;
+	held | retained)
+		[ "$live" = dead ] || bad "state $state with liveness $live (want dead)"
+		;;
+	corrupt)
+		# Only the cell that starts from a corrupt lock may still have it.
+		[ "$col" = recover_corrupt ] && cmp -s "$WSLOCK_DIR/locks/$(lock_key "$WS")/owner.json" "$CORRUPT_FILE" ||
+			bad "lock is corrupt: $(jq -c .problem <<<"$insp")"
+		;;
+	*) bad "inspect state '$state'" ;;
+	esac
+	all=$(W inspect --all 2>/dev/null) || { bad "inspect --all failed"; return; }
+	n=$(jq '.locks | length' <<<"$all")
+	[ "$n" -le 1 ] || bad "$n locks in the tree (two owners)"
+	[ "$n" = 0 ] || jq -e --arg w "$WS" '.locks[0].workspace_root == $w' <<<"$all" >/dev/null ||
+		bad "a lock on another workspace: $(jq -c '[.locks[].workspace_root]' <<<"$all")"
+	[ "$n" = 0 ] || [ "$state" != free ] || bad "inspect says free but --all lists a lock"
+	jq -e '[.locks[] | select(.state == "corrupt")] | length == 0' <<<"$all" >/dev/null ||
+		[ "$col" = recover_corrupt ] || bad "inspect --all lists a corrupt lock"
+
+	# Overlaps stay visible (markers before publish) and orphans are ignored.
+	if [ "$state" = free ]; then
+		want=ok
+	elif [ "$state" = corrupt ]; then
+		want="exit 65: WSLOCK_LOCK_CORRUPT"
+	else
+		want=RECOVERY_REQUIRED
+	fi
+	for f in "$WS" "$PARENT" "$CHILD"; do
+		got=$(try_acquire "$f")
+		[ "$got" = "$want" ] || bad "acquire -n ${f#"$CELL"/}: $got (want $want)"
+	done
+	got=$(try_acquire "$SIB")
+	[ "$got" = ok ] || bad "acquire -n of the sibling: $got"
+
+	# An exact recover always succeeds when something is held.
+	if [ "$state" = held ] || [ "$state" = retained ]; then
+		W inspect --owner "$WS" >"$CELL/now.json" || bad "inspect --owner failed"
+		got=$(W recover --expected-owner "$CELL/now.json" "$WS" 2>"$CELL/recover.err")
+		[ $? = 0 ] && jq -e '.action == "recovered"' <<<"$got" >/dev/null ||
+			bad "exact recover failed: $(cat "$CELL/recover.err")"
+	elif [ "$state" = corrupt ]; then
+		got=$(W recover --force --reason "crash matrix check" --expected-owner "$CORRUPT_FILE" "$WS" 2>"$CELL/recover.err")
+		[ $? = 0 ] || bad "exact recover of the corrupt lock failed: $(cat "$CELL/recover.err")"
+	fi
+	state=$(W inspect "$WS" | jq -r .state)
+	[ "$state" = free ] || bad "after recover the workspace is $state"
+
+	# No garbage survives reclaim --yes.
+	W reclaim --yes >"$CELL/reclaim.out" 2>"$CELL/reclaim.err" || bad "reclaim --yes failed: $(cat "$CELL/reclaim.err")"
+	for f in locks nest tmp; do
+		if [ -d "$WSLOCK_DIR/$f" ] && [ -n "$(ls -A "$WSLOCK_DIR/$f")" ]; then
+			bad "$f/ not empty after reclaim --yes: $(ls -A "$WSLOCK_DIR/$f" | head -3 | tr '\n' ' ')"
+		fi
+	done
+	# The lock directory never keeps half-replaced files behind.
+	if [ -f "$WSLOCK_DIR/journal.jsonl" ]; then
+		while IFS= read -r line; do
+			jq -e 'type == "object"' <<<"$line" >/dev/null 2>&1 || bad "journal line is not JSON: ${line:0:80}"
+		done <"$WSLOCK_DIR/journal.jsonl"
+		[ -z "$(tail -c1 "$WSLOCK_DIR/journal.jsonl")" ] || bad "journal does not end with a newline"
+	fi
+	got=$(try_acquire "$WS")
+	[ "$got" = ok ] || bad "final acquire: $got"
+}
+
+# ---------------------------------------------------------------- the matrix
+
+declare -A RESULT
+declare -a FAILS NOTES
+pass=0 fail=0 na=0 i=0
+for step in "${STEPS[@]}"; do
+	for col in "${COLS[@]}"; do
+		i=$((i + 1))
+		# CRASH_STEPS / CRASH_COLS (space-separated) run a part of it.
+		[ -z "${CRASH_STEPS:-}" ] || [[ " $CRASH_STEPS " == *" $step "* ]] || { RESULT[$step,$col]=-; continue; }
+		[ -z "${CRASH_COLS:-}" ] || [[ " $CRASH_COLS " == *" $col "* ]] || { RESULT[$step,$col]=-; continue; }
+		new_cell "c$i"
+		expected=0
+		[[ " ${EXPECT[$col]} " == *" $step "* ]] && expected=1
+		CRASH_STATUS=
+		if ! crash_run "$col" "$step"; then
+			RESULT[$step,$col]=FAIL
+			FAILS+=("$step × ${HEAD[$col]}: $CELL_ERR")
+			fail=$((fail + 1))
+			continue
+		fi
+		if [ "$CRASH_STATUS" != 137 ]; then
+			if [ "$expected" = 1 ]; then
+				RESULT[$step,$col]=FAIL
+				FAILS+=("$step × ${HEAD[$col]}: step not reached (exit $CRASH_STATUS: $(head -c 300 "$CELL/crash.err"))")
+				fail=$((fail + 1))
+			else
+				RESULT[$step,$col]=n/a
+				na=$((na + 1))
+			fi
+			continue
+		fi
+		[ "$expected" = 1 ] || NOTES+=("$step × ${HEAD[$col]}: reached although not listed as expected")
+		check_invariants "$col"
+		if [ -z "$CELL_ERR" ]; then
+			RESULT[$step,$col]=PASS
+			pass=$((pass + 1))
+			[ "${CRASH_KEEP:-0}" = 1 ] || rm -rf "$CELL"
+		else
+			RESULT[$step,$col]=FAIL
+			FAILS+=("$step × ${HEAD[$col]}: $CELL_ERR")
+			fail=$((fail + 1))
+		fi
+		[ "$VERBOSE" = 1 ] && echo "$step × $col: ${RESULT[$step,$col]}" >&2
+	done
+done
+
+# ---------------------------------------------------------------- report
+
+w0=4
+for s in "${STEPS[@]}"; do [ ${#s} -gt $w0 ] && w0=${#s}; done
+declare -A CW
+for col in "${COLS[@]}"; do
+	CW[$col]=${#HEAD[$col]}
+	[ "${CW[$col]}" -ge 4 ] || CW[$col]=4
+done
+printf '%-*s' "$w0" "step"
+for col in "${COLS[@]}"; do printf ' | %-*s' "${CW[$col]}" "${HEAD[$col]}"; done
+printf '\n'
+printf '%*s' "$w0" '' | tr ' ' '-'
+for col in "${COLS[@]}"; do printf -- '-+-%s' "$(printf '%*s' "${CW[$col]}" '' | tr ' ' '-')"; done
+printf '\n'
+for s in "${STEPS[@]}"; do
+	printf '%-*s' "$w0" "$s"
+	for col in "${COLS[@]}"; do printf ' | %-*s' "${CW[$col]}" "${RESULT[$s,$col]}"; done
+	printf '\n'
+done
+printf '\ncrash matrix: %d steps x %d commands: %d passed, %d failed, %d n/a\n' \
+	"${#STEPS[@]}" "${#COLS[@]}" "$pass" "$fail" "$na"
+for n in "${NOTES[@]}"; do printf 'note: %s\n' "$n"; done
+for f in "${FAILS[@]}"; do printf 'FAIL: %s\n' "$f"; done
+[ "$fail" = 0 ] && [ "$pass" -gt 0 ]

@@ -79,8 +79,17 @@ static bool reclaimable(const struct lock_entry *e, bool force, char *why, size_
 {
 	switch (e->state) {
 	case LOCK_CORRUPT:
-		snprintf(why, len, "corrupt (%s): only 'wslock recover --force' with its exact bytes clears it",
-			 e->problem);
+		if (e->raw != NULL && e->workspace_root[0] != '\0')
+			snprintf(why, len, "corrupt (%s): only 'wslock recover --force' with its exact bytes clears it",
+				 e->problem);
+		else {
+			/* lock_path names .../locks/KEY/owner.json: the directory
+			 * entry to remove is .../locks/KEY. */
+			size_t n = strlen(e->lock_path), suffix = strlen("/owner.json");
+			int dir_len = n > suffix ? (int)(n - suffix) : (int)n;
+			snprintf(why, len, "corrupt (%s): its document cannot be read; after checking, remove %.*s by hand",
+				 e->problem, dir_len, e->lock_path);
+		}
 		return false;
 	case LOCK_RETAINED:
 		snprintf(why, len, "retained for recovery: only 'wslock recover' clears it");

@@ -59,7 +59,7 @@ enum liveness liveness_probe(int lockdir_fd, const struct owner *o,
 	}
 	if (held < 0) {
 		snprintf(reason, reasonlen,
-			 "the holder's live file cannot be probed (%s); assumed live",
+			 "the holder's live file cannot be probed (%s); assumed live: if it is not a regular file, remove it by hand after checking",
 			 strerror(errno));
 		return LIVENESS_LIVE;
 	}

@@ -858,11 +858,14 @@ static int local_release(struct registry *reg, const char *workspace,
 	}
 	if (strcmp(e.owner.token, token) != 0) {
 		wsl_error_detail(&err->holder, e.raw);
-		wsl_error_set(err, WSL_OWNERSHIP_LOST,
-			      "%s is now held by another owner (pid %ld on %s, token %s%s%s); nothing released",
-			      workspace, (long)e.owner.pid, e.owner.host, e.owner.token,
-			      e.owner.has_recovery_of ? ", recovered from " : "",
-			      e.owner.has_recovery_of ? e.owner.recovery_of : "");
+		if (e.owner.has_recovery_of && strcmp(e.owner.recovery_of, token) == 0)
+			wsl_error_set(err, WSL_OWNERSHIP_LOST,
+				      "%s was taken over from token %s by recover: it is now held by pid %ld on %s (token %s); nothing released",
+				      workspace, token, (long)e.owner.pid, e.owner.host, e.owner.token);
+		else
+			wsl_error_set(err, WSL_OWNERSHIP_LOST,
+				      "%s is held by pid %ld on %s with token %s, not %s: the lock was taken over (recover or reclaim) or the token is mistyped; nothing released",
+				      workspace, (long)e.owner.pid, e.owner.host, e.owner.token, token);
 		goto out;
 	}
 	if (e.state == LOCK_RETAINED) {

@@ -556,34 +556,6 @@ static int local_overlaps(struct registry *reg, const char *workspace, bool prob
 	return 0;
 }
 
-/* How much waiting cannot cure a conflict: higher is reported first. */
-static int conflict_rank(const struct lock_entry *e)
-{
-	switch (e->state) {
-	case LOCK_CORRUPT:
-		return 4;
-	case LOCK_RETAINED:
-		return 3;
-	case LOCK_HELD:
-		return e->liveness == LIVENESS_DEAD ? 2 : 1;
-	case LOCK_FREE:
-	default:
-		return 0;
-	}
-}
-
-/* Moves cand into best when it ranks higher (best empty: always). */
-static void conflict_keep(struct lock_entry *best, struct lock_entry *cand)
-{
-	if (best->state == LOCK_FREE || conflict_rank(cand) > conflict_rank(best)) {
-		lock_entry_free(best);
-		*best = *cand;
-	} else {
-		lock_entry_free(cand);
-	}
-	memset(cand, 0, sizeof(*cand));
-}
-
 /* Whether bytes written must be fsynced: not where nothing survives. */
 static bool sync_data(const struct registry *reg)
 {
@@ -786,11 +758,11 @@ static int local_try_acquire(struct registry *reg, const struct owner *o,
 		snprintf(self.workspace_root, sizeof(self.workspace_root), "%s",
 			 o->workspace_root);
 	if (self.state != LOCK_FREE)
-		conflict_keep(conflict, &self);
+		registry_conflict_keep(conflict, &self);
 	if (local_overlaps(reg, o->workspace_root, true, &ov, &n, err) != 0)
 		goto out;
 	for (i = 0; i < n; i++)
-		conflict_keep(conflict, &ov[i].entry);
+		registry_conflict_keep(conflict, &ov[i].entry);
 	if (conflict->state != LOCK_FREE) {
 		rc = ACQUIRE_CONFLICT;
 		goto out;
@@ -841,40 +813,9 @@ static int local_release(struct registry *reg, const char *workspace,
 	if (local_lock(reg, LOCK_EX, err) != 0)
 		return -1;
 	crypto_path_key(workspace, key);
-	if (local_get_key(reg, key, false, &e, err) != 0)
+	if (local_get_key(reg, key, false, &e, err) != 0 ||
+	    registry_check_release(workspace, token, &e, err) != 0)
 		goto out;
-	switch (e.state) {
-	case LOCK_FREE:
-		wsl_error_set(err, WSL_NOT_HELD, "%s is not locked", workspace);
-		goto out;
-	case LOCK_CORRUPT:
-		wsl_error_detail(&err->path, e.lock_path);
-		wsl_error_set(err, WSL_LOCK_CORRUPT,
-			      "the lock of %s is corrupt (%s); nothing released",
-			      workspace, e.problem);
-		goto out;
-	default:
-		break;
-	}
-	if (strcmp(e.owner.token, token) != 0) {
-		wsl_error_detail(&err->holder, e.raw);
-		if (e.owner.has_recovery_of && strcmp(e.owner.recovery_of, token) == 0)
-			wsl_error_set(err, WSL_OWNERSHIP_LOST,
-				      "%s was taken over from token %s by recover: it is now held by pid %ld on %s (token %s); nothing released",
-				      workspace, token, (long)e.owner.pid, e.owner.host, e.owner.token);
-		else
-			wsl_error_set(err, WSL_OWNERSHIP_LOST,
-				      "%s is held by pid %ld on %s with token %s, not %s: the lock was taken over (recover or reclaim) or the token is mistyped; nothing released",
-				      workspace, (long)e.owner.pid, e.owner.host, e.owner.token, token);
-		goto out;
-	}
-	if (e.state == LOCK_RETAINED) {
-		wsl_error_detail(&err->holder, e.raw);
-		wsl_error_set(err, WSL_RECOVERY_REQUIRED,
-			      "%s is retained for recovery; only 'wslock recover' with its exact owner clears it",
-			      workspace);
-		goto out;
-	}
 	if (unpublish(reg, key, workspace, err) != 0)
 		goto out;
 	if (released != NULL)
@@ -1035,32 +976,9 @@ static int local_take_over(struct registry *reg, const char *workspace,
 	ev.force_reason = x->force ? x->force_reason : NULL;
 	ev.next = next;
 
-	if (e->state == LOCK_FREE) {
-		wsl_error_set(err, WSL_NOT_HELD, "%s is not locked: nothing to take over",
-			      workspace);
+	if (registry_check_take_over(workspace, x, e, err) != 0)
 		goto out;
-	}
 	if (e->state == LOCK_CORRUPT) {
-		wsl_error_detail(&err->path, e->lock_path);
-		if (e->raw == NULL) {
-			wsl_error_set(err, WSL_LOCK_CORRUPT,
-				      "the lock of %s is corrupt (%s) and its document cannot be read; after checking, remove %s/locks/%s by hand",
-				      workspace, e->problem, reg->path, key);
-			goto out;
-		}
-		if (x->raw == NULL || x->raw_len != e->raw_len ||
-		    memcmp(x->raw, e->raw, e->raw_len) != 0) {
-			wsl_error_set(err, WSL_LOCK_CORRUPT,
-				      "the lock of %s is corrupt (%s); it is cleared only by recover given its exact bytes (%s) with --force --reason",
-				      workspace, e->problem, e->lock_path);
-			goto out;
-		}
-		if (!x->force) {
-			wsl_error_set(err, WSL_LOCK_CORRUPT,
-				      "the lock of %s is corrupt (%s); clearing it needs --force --reason",
-				      workspace, e->problem);
-			goto out;
-		}
 		ev.action = "clear-corrupt";
 		ev.prior_raw = e->raw;
 		ev.prior_raw_len = e->raw_len;
@@ -1069,44 +987,6 @@ static int local_take_over(struct registry *reg, const char *workspace,
 			goto out;
 		CRASH_POINT("takeover:corrupt-removed");
 		rc = next != NULL ? publish(reg, next, live_fd, err) : 0;
-		goto out;
-	}
-	if (x->owner == NULL) {
-		wsl_error_detail(&err->holder, e->raw);
-		wsl_error_set(err, WSL_INVALID_OWNER,
-			      "the expected owner document is not valid (%s); nothing changed",
-			      x->invalid_why ? x->invalid_why : "unreadable");
-		goto out;
-	}
-	if (!owner_equal(x->owner, &e->owner)) {
-		char keys[256];
-		owner_diff(x->owner, &e->owner, keys, sizeof(keys));
-		wsl_error_detail(&err->holder, e->raw);
-		wsl_error_set(err, WSL_OWNER_MISMATCH,
-			      "the owner of %s is not the one expected: %s differ%s (now pid %ld on %s, token %s); nothing changed",
-			      workspace, keys, strchr(keys, ',') ? "" : "s",
-			      (long)e->owner.pid, e->owner.host, e->owner.token);
-		goto out;
-	}
-	wsl_error_detail(&err->holder, e->raw);
-	wsl_error_detail(&err->liveness, liveness_name(e->liveness));
-	wsl_error_detail(&err->liveness_reason, e->reason);
-	if (e->state == LOCK_RETAINED && !x->allow_retained) {
-		wsl_error_set(err, WSL_RECOVERY_REQUIRED,
-			      "%s is retained for recovery; only 'wslock recover' clears it",
-			      workspace);
-		goto out;
-	}
-	if (e->liveness == LIVENESS_LIVE) {
-		wsl_error_set(err, WSL_OWNER_LIVE,
-			      "the owner of %s is alive (%s); a live owner is never displaced",
-			      workspace, e->reason);
-		goto out;
-	}
-	if (e->liveness == LIVENESS_UNKNOWN && !x->force) {
-		wsl_error_set(err, WSL_LIVENESS_UNKNOWN,
-			      "the owner of %s cannot be proven dead (%s); after checking that host, use --force --reason",
-			      workspace, e->reason);
 		goto out;
 	}
 	ev.prior = &e->owner;
@@ -1142,19 +1022,9 @@ static int local_retain(struct registry *reg, const char *workspace,
 	if (local_lock(reg, LOCK_EX, err) != 0)
 		return -1;
 	crypto_path_key(workspace, key);
-	if (local_get_key(reg, key, false, &e, err) != 0)
+	if (local_get_key(reg, key, false, &e, err) != 0 ||
+	    registry_check_retain(workspace, token, &e, err) != 0)
 		goto out;
-	if (e.state == LOCK_FREE) {
-		wsl_error_set(err, WSL_OWNERSHIP_LOST,
-			      "the lock of %s was removed while held; nothing retained", workspace);
-		goto out;
-	}
-	if (!e.has_owner || strcmp(e.owner.token, token) != 0) {
-		wsl_error_detail(&err->holder, e.raw);
-		wsl_error_set(err, WSL_OWNERSHIP_LOST,
-			      "%s is now held by another owner; nothing retained", workspace);
-		goto out;
-	}
 	if (path_join(dirpath, reg->path, "locks", err) != 0 ||
 	    path_join(dirpath, dirpath, key, err) != 0)
 		goto out;

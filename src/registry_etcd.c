@@ -507,34 +507,6 @@ static int etcd_list(struct registry *reg, bool probe,
 
 /* ---- acquire ---------------------------------------------------------- */
 
-/* How much waiting cannot cure a conflict: higher is reported first (as
- * the local backend ranks them). */
-static int conflict_rank(const struct lock_entry *e)
-{
-	switch (e->state) {
-	case LOCK_CORRUPT:
-		return 4;
-	case LOCK_RETAINED:
-		return 3;
-	case LOCK_HELD:
-		return e->liveness == LIVENESS_DEAD ? 2 : 1;
-	case LOCK_FREE:
-	default:
-		return 0;
-	}
-}
-
-static void conflict_keep(struct lock_entry *best, struct lock_entry *cand)
-{
-	if (best->state == LOCK_FREE || conflict_rank(cand) > conflict_rank(best)) {
-		lock_entry_free(best);
-		*best = *cand;
-	} else {
-		lock_entry_free(cand);
-	}
-	memset(cand, 0, sizeof(*cand));
-}
-
 static bool outcome_unknown(const struct wsl_error *err)
 {
 	return err->code == WSL_BACKEND_UNAVAILABLE &&
@@ -600,13 +572,13 @@ static int find_conflict(struct registry *reg, const struct owner *o,
 		snprintf(self.workspace_root, sizeof(self.workspace_root), "%s",
 			 o->workspace_root);
 	if (self.state != LOCK_FREE)
-		conflict_keep(conflict, &self);
+		registry_conflict_keep(conflict, &self);
 	else
 		lock_entry_free(&self);
 	if (etcd_overlaps(reg, o->workspace_root, true, &ov, &n, err) != 0)
 		return -1;
 	for (i = 0; i < n; i++)
-		conflict_keep(conflict, &ov[i].entry);
+		registry_conflict_keep(conflict, &ov[i].entry);
 	registry_overlaps_free(ov, n);
 	return 0;
 }
@@ -777,39 +749,6 @@ static void guard(struct etcd_compare cmp[2], const struct key *k,
 	cmp[1].number = m->create_rev;
 }
 
-/* The token checks of release (and their messages): 0 when e is token's
- * own, releasable lock. */
-static int release_check(const char *workspace, const char *token,
-			 const struct lock_entry *e, struct wsl_error *err)
-{
-	switch (e->state) {
-	case LOCK_FREE:
-		return wsl_error_set(err, WSL_NOT_HELD, "%s is not locked", workspace);
-	case LOCK_CORRUPT:
-		wsl_error_detail(&err->path, e->lock_path);
-		return wsl_error_set(err, WSL_LOCK_CORRUPT,
-				     "the lock of %s is corrupt (%s); nothing released",
-				     workspace, e->problem);
-	default:
-		break;
-	}
-	if (strcmp(e->owner.token, token) != 0) {
-		wsl_error_detail(&err->holder, e->raw);
-		return wsl_error_set(err, WSL_OWNERSHIP_LOST,
-				     "%s is now held by another owner (pid %ld on %s, token %s%s%s); nothing released",
-				     workspace, (long)e->owner.pid, e->owner.host, e->owner.token,
-				     e->owner.has_recovery_of ? ", recovered from " : "",
-				     e->owner.has_recovery_of ? e->owner.recovery_of : "");
-	}
-	if (e->state == LOCK_RETAINED) {
-		wsl_error_detail(&err->holder, e->raw);
-		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
-				     "%s is retained for recovery; only 'wslock recover' with its exact owner clears it",
-				     workspace);
-	}
-	return 0;
-}
-
 static int etcd_release(struct registry *reg, const char *workspace,
 			const char *token, struct owner *released,
 			struct wsl_error *err)
@@ -831,7 +770,7 @@ static int etcd_release(struct registry *reg, const char *workspace,
 
 		if (read_entry(s, workspace, false, &e, &m, err) != 0)
 			return -1;
-		if (release_check(workspace, token, &e, err) != 0)
+		if (registry_check_release(workspace, token, &e, err) != 0)
 			goto out;
 		guard(cmp, &lk, &e, &m);
 		memset(ops, 0, sizeof(ops));
@@ -1016,57 +955,6 @@ static char *journal_line(const char *action, const char *workspace,
 	return text;
 }
 
-/* The rules of local_take_over: 0 when e may be taken over as x says. */
-static int take_over_check(const char *workspace,
-			   const struct registry_expect *x,
-			   const struct lock_entry *e, struct wsl_error *err)
-{
-	if (e->state == LOCK_FREE)
-		return wsl_error_set(err, WSL_NOT_HELD,
-				     "%s is not locked: nothing to take over", workspace);
-	if (e->state == LOCK_CORRUPT) {
-		wsl_error_detail(&err->path, e->lock_path);
-		if (x->raw == NULL || x->raw_len != e->raw_len ||
-		    memcmp(x->raw, e->raw, e->raw_len) != 0)
-			return wsl_error_set(err, WSL_LOCK_CORRUPT,
-					     "the lock of %s is corrupt (%s); it is cleared only by recover given its exact bytes (etcd key %s) with --force --reason",
-					     workspace, e->problem, e->lock_path);
-		if (!x->force)
-			return wsl_error_set(err, WSL_LOCK_CORRUPT,
-					     "the lock of %s is corrupt (%s); clearing it needs --force --reason",
-					     workspace, e->problem);
-		return 0;
-	}
-	if (x->owner == NULL) {
-		wsl_error_detail(&err->holder, e->raw);
-		return wsl_error_set(err, WSL_INVALID_OWNER,
-				     "the expected owner document is not valid (%s); nothing changed",
-				     x->invalid_why ? x->invalid_why : "unreadable");
-	}
-	if (!owner_equal(x->owner, &e->owner)) {
-		wsl_error_detail(&err->holder, e->raw);
-		return wsl_error_set(err, WSL_OWNER_MISMATCH,
-				     "%s is held by another owner than expected (pid %ld on %s, token %s); nothing changed",
-				     workspace, (long)e->owner.pid, e->owner.host, e->owner.token);
-	}
-	wsl_error_detail(&err->holder, e->raw);
-	wsl_error_detail(&err->liveness, liveness_name(e->liveness));
-	wsl_error_detail(&err->liveness_reason, e->reason);
-	if (e->state == LOCK_RETAINED && !x->allow_retained)
-		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
-				     "%s is retained for recovery; only 'wslock recover' clears it",
-				     workspace);
-	if (e->liveness == LIVENESS_LIVE)
-		return wsl_error_set(err, WSL_OWNER_LIVE,
-				     "the owner of %s is alive (%s); a live owner is never displaced",
-				     workspace, e->reason);
-	if (e->liveness == LIVENESS_UNKNOWN && !x->force)
-		return wsl_error_set(err, WSL_LIVENESS_UNKNOWN,
-				     "the owner of %s cannot be proven dead (%s); after checking that host, use --force --reason",
-				     workspace, e->reason);
-	return 0;
-}
-
 static int etcd_take_over(struct registry *reg, const char *workspace,
 			  const struct registry_expect *x, const struct owner *next,
 			  int *live_fd, struct lock_entry *prior,
@@ -1094,7 +982,7 @@ static int etcd_take_over(struct registry *reg, const char *workspace,
 		return -1;
 	if (prior->state == LOCK_CORRUPT)
 		snprintf(prior->workspace_root, sizeof(prior->workspace_root), "%s", workspace);
-	if (take_over_check(workspace, x, prior, err) != 0)
+	if (registry_check_take_over(workspace, x, prior, err) != 0)
 		return -1;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	crypto_random_hex(rnd, 8);

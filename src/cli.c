@@ -387,6 +387,9 @@ int cli_conflict_status(const struct cli_wait *w, const struct wsl_error *err)
 	return wsl_code_exit(err->code);
 }
 
+/* The least time -n and -w wait for the registry's coordination lock, ms. */
+#define COORD_WAIT_MIN_MS 10000
+
 static long long now_ms(void)
 {
 	struct timespec ts;
@@ -514,13 +517,15 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		char who[1024], subject[2 * PATH_MAX + 64];
 		long long wait_ms;
 
-		/* -n and -w bound every wait, that for the registry too. */
-		if (w->nonblock) {
-			reg->coord_deadline_ms = now_ms() + 1000;
-			reg->coord_timeout_code = WSL_BUSY;
-		} else if (deadline >= 0) {
-			reg->coord_deadline_ms = deadline > now_ms() + 50 ? deadline : now_ms() + 50;
-			reg->coord_timeout_code = WSL_TIMEOUT;
+		/* -n and -w also bound the wait for the registry itself, which
+		 * is held only for the length of one change: generously (10 s
+		 * at least), so that a loaded machine does not turn a free
+		 * workspace into WSLOCK_BUSY, while a stopped wslock holding
+		 * it cannot hang -n forever. */
+		if (w->nonblock || deadline >= 0) {
+			long long floor = now_ms() + COORD_WAIT_MIN_MS;
+			reg->coord_deadline_ms = !w->nonblock && deadline > floor ? deadline : floor;
+			reg->coord_timeout_code = w->nonblock ? WSL_BUSY : WSL_TIMEOUT;
 		}
 		rc = registry_try_acquire(reg, o, live_fd, &conflict, err);
 		reg->coord_deadline_ms = -1;

@@ -222,6 +222,18 @@ int cli_run_held(struct cli *c, struct registry *reg, const struct owner *o,
 void cli_default_purpose(const char *prefix, char **cmd,
 			 char out[OWNER_PURPOSE_MAX + 1]);
 
+/*
+ * Remembers which descriptors above 2 the process inherited (called first
+ * thing in main): they are the caller's and pass through to a command, as
+ * with flock(1). Everything else above 2 is wslock's own.
+ */
+void cli_note_inherited_fds(void);
+
+/* In a forked child: closes every descriptor above 2 that wslock opened,
+ * except keep (-1: none). Libraries (libcurl) do not all open theirs
+ * O_CLOEXEC; this is the guarantee that the command gets only keep. */
+void cli_close_own_fds(int keep);
+
 /* Replaces the process with cmd (execvp); on failure says why and exits
  * 127 (not found) or 126. */
 void cli_exec(char **cmd) __attribute__((noreturn));

@@ -77,6 +77,7 @@ int main(int argc, char **argv)
 	int i = 1;
 
 	stdout_closed = ensure_std_fds();
+	cli_note_inherited_fds();
 	if (crypto_setup() != 0) {
 		fprintf(stderr, "wslock: cannot initialise libsodium\n");
 		return 71;

@@ -15,6 +15,7 @@
 #include "fsx.h"
 #include "platform.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -26,6 +27,51 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Descriptors 3..INHERITED_MAX-1 open at start; above that, all are kept. */
+#define INHERITED_MAX 1024
+static unsigned char inherited[INHERITED_MAX / 8];
+
+void cli_note_inherited_fds(void)
+{
+	struct dirent *de;
+	DIR *dir = opendir("/proc/self/fd");
+	int self;
+
+	if (dir == NULL)
+		return;
+	self = dirfd(dir);
+	while ((de = readdir(dir)) != NULL) {
+		long fd;
+		if (cli_parse_long(de->d_name, 0, INHERITED_MAX - 1, &fd) != 0 ||
+		    fd < 3 || fd == self)
+			continue;
+		inherited[fd / 8] |= (unsigned char)(1u << (fd % 8));
+	}
+	closedir(dir);
+}
+
+void cli_close_own_fds(int keep)
+{
+	struct dirent *de;
+	DIR *dir = opendir("/proc/self/fd");
+	int self, fds[INHERITED_MAX], n = 0, i;
+
+	if (dir == NULL)
+		return;
+	self = dirfd(dir);
+	while ((de = readdir(dir)) != NULL && n < INHERITED_MAX) {
+		long fd;
+		if (cli_parse_long(de->d_name, 3, INHERITED_MAX - 1, &fd) != 0 ||
+		    fd == self || fd == keep ||
+		    (inherited[fd / 8] & (1u << (fd % 8))) != 0)
+			continue;
+		fds[n++] = (int)fd;
+	}
+	closedir(dir);
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+}
 
 int cli_block_signals(sigset_t *orig, struct wsl_error *err)
 {
@@ -151,6 +197,7 @@ static int supervise(struct registry *reg, const struct owner *o,
 		return wsl_error_errno(err, WSL_OS, errno, "cannot fork");
 	if (child == 0) {
 		int flags = live_fd >= 0 ? fcntl(live_fd, F_GETFD) : -1;
+		cli_close_own_fds(live_fd);
 		if (flags >= 0)
 			fcntl(live_fd, F_SETFD, flags & ~FD_CLOEXEC);
 		if (own_group)

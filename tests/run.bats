@@ -463,3 +463,14 @@ load helpers
 	inspect_json "$(W a)"
 	jq_ok '.state == "free"' "$INSPECT"
 }
+
+@test "the command inherits exactly one descriptor from wslock: the holder's live file" {
+	mkws a
+	list='for f in /proc/$$/fd/*; do n=${f##*/}; [ "$n" -gt 2 ] && echo "$n $(readlink "$f")"; done; :'
+	before=$(sh -c "$list" | grep -v '/proc/' | sort)
+	run -0 --separate-stderr wsl run "$(W a)" -- sh -c "$list"
+	after=$(printf '%s\n' "$output" | grep -v '/proc/' | sort)
+	extra=$(comm -13 <(printf '%s\n' "$before") <(printf '%s\n' "$after"))
+	[ "$(printf '%s\n' "$extra" | grep -c .)" -eq 1 ] || fail "extra descriptors: '$extra'"
+	[[ $extra == *"/locks/"*"/live" ]] || fail "the extra descriptor is not the live file: '$extra'"
+}

@@ -467,7 +467,10 @@ load helpers
 @test "the command inherits exactly one descriptor from wslock: the holder's live file" {
 	mkws a
 	list='for f in /proc/$$/fd/*; do n=${f##*/}; [ "$n" -gt 2 ] && echo "$n $(readlink "$f")"; done; :'
-	before=$(sh -c "$list" | grep -v '/proc/' | sort)
+	# Both listings from inside bats' run, so both see the same inherited
+	# descriptors.
+	run -0 --separate-stderr sh -c "$list"
+	before=$(printf '%s\n' "$output" | grep -v '/proc/' | sort)
 	run -0 --separate-stderr wsl run "$(W a)" -- sh -c "$list"
 	after=$(printf '%s\n' "$output" | grep -v '/proc/' | sort)
 	extra=$(comm -13 <(printf '%s\n' "$before") <(printf '%s\n' "$after"))

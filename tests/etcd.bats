@@ -96,6 +96,16 @@ shape() {
 	jq_ok '.state == "free"'
 }
 
+@test "etcd: the command inherits no descriptor of wslock's (libcurl's sockets are closed)" {
+	mkws a
+	list='for f in /proc/$$/fd/*; do n=${f##*/}; [ "$n" -gt 2 ] && echo "$n $(readlink "$f" | sed "s/:\\[[0-9]*\\]//")"; done; :'
+	run -0 --separate-stderr sh -c "$list"
+	before=$(printf '%s\n' "$output" | grep -v '/proc/' | sort)
+	run -0 --separate-stderr wsl run "$(W a)" -- sh -c "$list"
+	after=$(printf '%s\n' "$output" | grep -v '/proc/' | sort)
+	[ "$before" = "$after" ] || fail "extra descriptors: $(comm -13 <(printf '%s\n' "$before") <(printf '%s\n' "$after"))"
+}
+
 @test "etcd: run gives the child WSLOCK_FENCE, increasing across runs, and its exit status" {
 	mkws a
 	local f1 f2 f3

@@ -242,6 +242,25 @@ static int conflict_rank(const struct lock_entry *e)
 	}
 }
 
+struct lock_entry *registry_overlap_push(struct overlap **items, size_t *n,
+					 size_t *cap, bool ancestor,
+					 struct wsl_error *err)
+{
+	if (*n == *cap) {
+		size_t grown = *cap ? *cap * 2 : 8;
+		struct overlap *p = realloc(*items, grown * sizeof(*p));
+		if (p == NULL) {
+			wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+			return NULL;
+		}
+		*items = p;
+		*cap = grown;
+	}
+	memset(&(*items)[*n], 0, sizeof((*items)[*n]));
+	(*items)[*n].ancestor = ancestor;
+	return &(*items)[(*n)++].entry;
+}
+
 void registry_conflict_keep(struct lock_entry *best, struct lock_entry *cand)
 {
 	if (best->state == LOCK_FREE || conflict_rank(cand) > conflict_rank(best)) {

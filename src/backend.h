@@ -73,6 +73,13 @@ int registry_check_retain(const char *workspace, const char *token,
 int registry_check_take_over(const char *workspace, const struct registry_expect *x,
 			     const struct lock_entry *e, struct wsl_error *err);
 
+/* Appends a zeroed overlap (ancestor or descendant) to the growing array
+ * *items of *n entries (*cap allocated) and returns its entry to fill;
+ * NULL with WSL_OS on allocation failure. */
+struct lock_entry *registry_overlap_push(struct overlap **items, size_t *n,
+					 size_t *cap, bool ancestor,
+					 struct wsl_error *err);
+
 /* True when inner is outer or lies below it (canonical paths). */
 bool registry_path_within(const char *inner, const char *outer);
 

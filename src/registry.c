@@ -447,19 +447,7 @@ struct overlap_ctx {
 
 static struct lock_entry *overlap_push(struct overlap_ctx *c, bool ancestor)
 {
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 8;
-		struct overlap *p = realloc(c->items, cap * sizeof(*p));
-		if (p == NULL) {
-			wsl_error_errno(c->err, WSL_OS, errno, "out of memory");
-			return NULL;
-		}
-		c->items = p;
-		c->cap = cap;
-	}
-	memset(&c->items[c->n], 0, sizeof(c->items[c->n]));
-	c->items[c->n].ancestor = ancestor;
-	return &c->items[c->n++].entry;
+	return registry_overlap_push(&c->items, &c->n, &c->cap, ancestor, c->err);
 }
 
 static int overlap_ancestor(const char *ancestor, void *arg)

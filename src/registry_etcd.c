@@ -381,19 +381,7 @@ struct ov_ctx {
 
 static struct lock_entry *ov_push(struct ov_ctx *c, bool ancestor)
 {
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 8;
-		struct overlap *p = realloc(c->items, cap * sizeof(*p));
-		if (p == NULL) {
-			wsl_error_errno(c->err, WSL_OS, ENOMEM, "out of memory");
-			return NULL;
-		}
-		c->items = p;
-		c->cap = cap;
-	}
-	memset(&c->items[c->n], 0, sizeof(c->items[c->n]));
-	c->items[c->n].ancestor = ancestor;
-	return &c->items[c->n++].entry;
+	return registry_overlap_push(&c->items, &c->n, &c->cap, ancestor, c->err);
 }
 
 static int ov_descendant(struct lock_entry *e, void *arg)

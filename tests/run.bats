@@ -465,6 +465,9 @@ load helpers
 }
 
 @test "the command inherits exactly one descriptor from wslock: the holder's live file" {
+	# Under the valgrind wrapper the command also inherits valgrind's own
+	# log file and pipe, which wslock can neither see nor close.
+	[[ $WSLOCK != *valgrind* ]] || skip "valgrind's descriptors are inherited by the command"
 	mkws a
 	# fd number and target; a pipe's or socket's inode differs per run.
 	list='for f in /proc/$$/fd/*; do n=${f##*/}; [ "$n" -gt 2 ] && echo "$n $(readlink "$f" | sed "s/:\[[0-9]*\]//")"; done; :'

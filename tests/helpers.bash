@@ -315,3 +315,16 @@ json_get() {
 inspect_json() {
 	INSPECT=$(wsl inspect "$@") || fail "inspect $* failed: $INSPECT"
 }
+
+# dead_acquired WS [ACQUIRE-OPTIONS...]: WS acquired for a sleeper that is
+# then killed and reaped, so its owner is provably dead. Sets DEAD_OWNER.
+dead_acquired() {
+	local ws=$1 p
+	shift
+	start_sleeper
+	p=$SLEEPER_PID
+	acquire_as "$p" "$ws" "$@"
+	kill -KILL "$p"
+	wait_exit "$p" 10 2>/dev/null
+	DEAD_OWNER=$OWNER
+}

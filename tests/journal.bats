@@ -7,17 +7,6 @@ load helpers
 
 JOURNAL_KEYS='["action","actor","force_reason","forced","liveness","liveness_reason","new_owner","prior_owner","time","workspace_root"]'
 
-dead_acquired() {
-	local ws=$1 p
-	shift
-	start_sleeper
-	p=$SLEEPER_PID
-	acquire_as "$p" "$ws" "$@"
-	kill -KILL "$p"
-	wait_exit "$p" 10 2>/dev/null
-	DEAD_OWNER=$OWNER
-}
-
 journal() { printf '%s/journal.jsonl' "$WSLOCK_DIR"; }
 
 # assert_journal_lines_parse: every line is exactly one JSON object with

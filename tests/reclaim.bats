@@ -5,19 +5,6 @@
 
 load helpers
 
-# dead_acquired WS [ACQUIRE-OPTIONS...]: WS held by a sleeper that is then
-# killed and reaped.  Sets DEAD_OWNER.
-dead_acquired() {
-	local ws=$1 p
-	shift
-	start_sleeper
-	p=$SLEEPER_PID
-	acquire_as "$p" "$ws" "$@"
-	kill -KILL "$p"
-	wait_exit "$p" 10 2>/dev/null
-	DEAD_OWNER=$OWNER
-}
-
 # die_holding WS: a `run` killed by its own child.
 die_holding() {
 	run -137 wsl run "$1" -- sh -c 'kill -9 $PPID'

@@ -18,19 +18,6 @@ die_holding() {
 	DEAD_OWNER=$(json_get .owner "$INSPECT")
 }
 
-# dead_acquired WS [ACQUIRE-OPTIONS...]: acquire WS for a sleeper, then kill
-# and reap the sleeper.  Sets DEAD_OWNER.
-dead_acquired() {
-	local ws=$1 p
-	shift
-	start_sleeper
-	p=$SLEEPER_PID
-	acquire_as "$p" "$ws" "$@"
-	kill -KILL "$p"
-	wait_exit "$p" 10 2>/dev/null
-	DEAD_OWNER=$OWNER
-}
-
 owner_file() { printf '%s/owner.json' "$(lock_dir_of "$1")"; }
 
 # assert_no_journal_change BEFORE: journal bytes are what they were.

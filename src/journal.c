@@ -17,17 +17,13 @@ static json_t *str_or_null(const char *s)
 	return s != NULL ? json_string(s) : json_null();
 }
 
-int journal_append(int dir_fd, const char *path, const struct journal_event *ev,
-		   bool sync, struct wsl_error *err)
+char *journal_format(const struct journal_event *ev, size_t *len)
 {
-	char now[WSL_TIME_LEN + 1], host[WSL_HOST_MAX + 1], jpath[4200];
+	char now[WSL_TIME_LEN + 1], host[WSL_HOST_MAX + 1];
 	json_t *line, *actor;
-	struct stat st;
 	char *text;
-	size_t len;
-	int fd, rc = -1;
+	size_t n;
 
-	snprintf(jpath, sizeof(jpath), "%s/journal.jsonl", path);
 	platform_now_iso(now);
 	if (platform_hostname(host) != 0)
 		snprintf(host, sizeof(host), "unknown");
@@ -54,9 +50,26 @@ int journal_append(int dir_fd, const char *path, const struct journal_event *ev,
 	text = json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII);
 	json_decref(line);
 	if (text == NULL)
+		return NULL;
+	n = strlen(text);
+	text[n] = '\n';	/* replaces the NUL */
+	*len = n + 1;
+	return text;
+}
+
+int journal_append(int dir_fd, const char *path, const struct journal_event *ev,
+		   bool sync, struct wsl_error *err)
+{
+	char jpath[4200];
+	struct stat st;
+	char *text;
+	size_t len;
+	int fd, rc = -1;
+
+	snprintf(jpath, sizeof(jpath), "%s/journal.jsonl", path);
+	text = journal_format(ev, &len);
+	if (text == NULL)
 		return wsl_error_set(err, WSL_INTERNAL, "cannot format a journal line");
-	len = strlen(text);
-	text[len] = '\n';	/* replaces the NUL; written as len + 1 bytes */
 
 	fd = fsx_openat(dir_fd, "journal.jsonl", O_WRONLY | O_APPEND | O_CREAT |
 			O_NONBLOCK | O_NOCTTY, 0600);
@@ -80,7 +93,7 @@ int journal_append(int dir_fd, const char *path, const struct journal_event *ev,
 	CRASH_POINT("journal:opened");
 	/* One write(2) per line: with O_APPEND the kernel places it whole at
 	 * the end, so lines from concurrent writers never interleave. */
-	if (fsx_write_all(fd, text, len + 1) != 0 || (sync && fsx_fsync(fd) != 0)) {
+	if (fsx_write_all(fd, text, len) != 0 || (sync && fsx_fsync(fd) != 0)) {
 		wsl_error_errno(err, WSL_IO, errno, "cannot append to %s", jpath);
 		goto out;
 	}

@@ -21,6 +21,11 @@ struct journal_event {
 	const char *force_reason;	/* --reason with --force, or NULL */
 };
 
+/* ev as one JSON line with its newline, in a new buffer (free(3) it) of
+ * *len bytes, not NUL-terminated; NULL on allocation failure. The format
+ * every backend's journal shares. */
+char *journal_format(const struct journal_event *ev, size_t *len);
+
 /*
  * Appends ev as one JSON line (with the time, and the acting pid, uid and
  * host) to journal.jsonl below the registry directory dir_fd (path for

@@ -35,6 +35,7 @@
  * stored bytes (or our journal or retained key) means it was applied.
  */
 #include "backend.h"
+#include "journal.h"
 #include "etcd.h"
 #include "platform.h"
 
@@ -890,11 +891,6 @@ out:
 
 /* ---- take-over -------------------------------------------------------- */
 
-static json_t *str_or_null(const char *s)
-{
-	return s != NULL ? json_string(s) : json_null();
-}
-
 /* One journal line as journal.c writes it (journal.h has no function that
  * returns the line): the same JSON object, '\n' terminated. */
 static char *journal_line(const char *action, const char *workspace,
@@ -902,45 +898,20 @@ static char *journal_line(const char *action, const char *workspace,
 			  const struct lock_entry *e, const struct owner *next,
 			  size_t *len)
 {
-	char now[WSL_TIME_LEN + 1], host[WSL_HOST_MAX + 1];
-	json_t *line;
-	char *text;
-	size_t n;
+	struct journal_event ev = { 0 };
 
-	platform_now_iso(now);
-	if (platform_hostname(host) != 0)
-		snprintf(host, sizeof(host), "unknown");
-	line = json_object();
-	if (line == NULL)
-		return NULL;
-	json_object_set_new(line, "time", json_string(now));
-	json_object_set_new(line, "action", json_string(action));
-	json_object_set_new(line, "workspace_root", str_or_null(workspace));
-	json_object_set_new(line, "prior_owner",
-			    e->has_owner ? owner_to_json(&e->owner) : json_null());
+	ev.action = action;
+	ev.workspace_root = workspace;
+	ev.prior = e->has_owner ? &e->owner : NULL;
 	if (!e->has_owner && e->raw != NULL) {
-		json_t *raw = json_stringn(e->raw, e->raw_len);
-		json_object_set_new(line, "prior_bytes", raw != NULL ? raw : json_null());
+		ev.prior_raw = e->raw;
+		ev.prior_raw_len = e->raw_len;
 	}
-	json_object_set_new(line, "new_owner", next ? owner_to_json(next) : json_null());
-	json_object_set_new(line, "liveness", e->has_owner && e->probed ?
-			    json_string(liveness_name(e->liveness)) : json_null());
-	json_object_set_new(line, "liveness_reason", e->has_owner && e->probed ?
-			    json_string(e->reason) : json_null());
-	json_object_set_new(line, "forced", json_boolean(x->force));
-	json_object_set_new(line, "force_reason",
-			    str_or_null(x->force ? x->force_reason : NULL));
-	json_object_set_new(line, "actor",
-			    json_pack("{s:I,s:I,s:s}", "pid", (json_int_t)getpid(),
-				      "uid", (json_int_t)geteuid(), "host", host));
-	text = json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII);
-	json_decref(line);
-	if (text == NULL)
-		return NULL;
-	n = strlen(text);
-	text[n] = '\n';		/* replaces the NUL */
-	*len = n + 1;
-	return text;
+	ev.next = next;
+	ev.liveness = e->has_owner && e->probed ? liveness_name(e->liveness) : NULL;
+	ev.liveness_reason = e->has_owner && e->probed ? e->reason : NULL;
+	ev.force_reason = x->force ? x->force_reason : NULL;
+	return journal_format(&ev, len);
 }
 
 static int etcd_take_over(struct registry *reg, const char *workspace,

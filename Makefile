@@ -41,7 +41,7 @@ CORE = src/error.o src/crypto.o src/platform.o src/fsx.o src/owner.o src/journal
        src/liveness.o src/registry.o
 CLI = src/cli.o src/supervise.o src/cmd_acquire.o src/cmd_release.o src/cmd_run.o \
       src/cmd_inspect.o src/cmd_recover.o src/cmd_reclaim.o src/main.o
-UNIT = tests/unit/test_owner tests/unit/test_platform tests/unit/test_etcd
+UNIT = tests/unit/test_owner tests/unit/test_platform tests/unit/test_etcd tests/unit/test_error
 
 all: wslock
 

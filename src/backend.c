@@ -513,6 +513,14 @@ int registry_keepalive(struct registry *reg, const struct owner *o,
 		reg->ops->keepalive(reg, o, next_ms, ttl_ms, err) : 0;
 }
 
+void registry_lease_lost(struct wsl_error *err, const char *workspace)
+{
+	if (err->code != WSL_OWNERSHIP_LOST)
+		wsl_error_prefix(err, WSL_OWNERSHIP_LOST,
+				 "the lease of %s could not be renewed before it expired",
+				 workspace);
+}
+
 struct token_ctx {
 	struct registry *reg;
 	const char *token;

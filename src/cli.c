@@ -1,5 +1,6 @@
 /* cli.c - option tables, output, and the wait-and-acquire loop. */
 #include "cli.h"
+#include "platform.h"
 #include "fsx.h"
 
 #include <errno.h>
@@ -390,14 +391,6 @@ int cli_conflict_status(const struct cli_wait *w, const struct wsl_error *err)
 /* The least time -n and -w wait for the registry's coordination lock, ms. */
 #define COORD_WAIT_MIN_MS 10000
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* "W is locked by", or "W overlaps its ancestor A, locked by", into out. */
 static void conflict_subject(const char *wanted, const struct lock_entry *e,
 			     char *out, size_t len)
@@ -502,7 +495,7 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		const struct cli_wait *w, int *live_fd, struct wsl_error *err)
 {
 	const char *ws = o->workspace_root;
-	long long start = now_ms();
+	long long start = platform_mono_ms();
 	long long deadline = w->timeout_ms >= 0 ? start + w->timeout_ms : -1;
 	struct wsl_error werr = { 0 };
 	/* On a terminal the notice is one status line updated in place;
@@ -523,7 +516,7 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		 * workspace into WSLOCK_BUSY, while a stopped wslock holding
 		 * it cannot hang -n forever. */
 		if (w->nonblock || deadline >= 0) {
-			long long floor = now_ms() + COORD_WAIT_MIN_MS;
+			long long floor = platform_mono_ms() + COORD_WAIT_MIN_MS;
 			reg->coord_deadline_ms = !w->nonblock && deadline > floor ? deadline : floor;
 			reg->coord_timeout_code = w->nonblock ? WSL_BUSY : WSL_TIMEOUT;
 		}
@@ -548,7 +541,7 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		}
 		cli_describe_holder(&conflict, who, sizeof(who));
 		conflict_subject(ws, &conflict, subject, sizeof(subject));
-		if (w->nonblock || (deadline >= 0 && now_ms() >= deadline)) {
+		if (w->nonblock || (deadline >= 0 && platform_mono_ms() >= deadline)) {
 			cli_error_holder(err, &conflict);
 			wsl_error_set(err, w->nonblock ? WSL_BUSY : WSL_TIMEOUT,
 				      "%s%s locked by %s%s%s",
@@ -573,7 +566,7 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 			continue;
 		}
 		if (tty) {
-			status_line(now_ms() - start, subject, who);
+			status_line(platform_mono_ms() - start, subject, who);
 			told = true;
 		} else if (!told && !c->quiet) {
 			fprintf(stderr, "wslock: waiting: %s locked by %s\n", subject, who);
@@ -583,8 +576,8 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		/* With a watch, releases wake us at once; the poll only notices
 		 * holders that died without releasing. */
 		wait_ms = watch == 0 ? 1000 : 250;
-		if (deadline >= 0 && deadline - now_ms() < wait_ms)
-			wait_ms = deadline - now_ms() < 0 ? 0 : deadline - now_ms();
+		if (deadline >= 0 && deadline - platform_mono_ms() < wait_ms)
+			wait_ms = deadline - platform_mono_ms() < 0 ? 0 : deadline - platform_mono_ms();
 		rc = registry_wait(reg, w->sigfd, (long)wait_ms, err);
 		if (rc < 0)
 			break;

@@ -15,17 +15,15 @@ static const struct cli_option release_options[] = {
 static int release_option(int id, const char *arg, void *ctx, struct wsl_error *err)
 {
 	const char **token = ctx;
-	size_t i;
 
 	if (id != OPT_TOKEN)
 		return wsl_error_set(err, WSL_USAGE, "unexpected option");
 	if (strlen(arg) != WSL_TOKEN_HEX)
 		return wsl_error_set(err, WSL_USAGE,
 				     "--token takes the 32 hex digits of an owner's token");
-	for (i = 0; i < WSL_TOKEN_HEX; i++)
-		if (strchr("0123456789abcdef", arg[i]) == NULL)
-			return wsl_error_set(err, WSL_USAGE,
-					     "--token takes the 32 lowercase hex digits of an owner's token");
+	if (!crypto_hex_valid(arg, WSL_TOKEN_HEX))
+		return wsl_error_set(err, WSL_USAGE,
+				     "--token takes the 32 lowercase hex digits of an owner's token");
 	*token = arg;
 	return 0;
 }

@@ -4,6 +4,16 @@
 #include <string.h>
 #include <sodium.h>
 
+bool crypto_hex_valid(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return s[n] == '\0';
+}
+
 int crypto_setup(void)
 {
 	return sodium_init() < 0 ? -1 : 0;

@@ -2,10 +2,15 @@
 #ifndef WSLOCK_CRYPTO_H
 #define WSLOCK_CRYPTO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define WSL_TOKEN_HEX 32	/* 16 random bytes as lowercase hex */
 #define WSL_KEY_HEX 64		/* BLAKE2b-256 as lowercase hex */
+
+/* True when s is exactly n lowercase hex digits: the form of tokens
+ * (n = WSL_TOKEN_HEX) and registry keys (n = WSL_KEY_HEX). */
+bool crypto_hex_valid(const char *s, size_t n);
 
 /* Initialises libsodium once (sodium_init(3)); returns 0, or -1 when the
  * library cannot be used (no entropy source). Safe to call repeatedly. */

@@ -48,6 +48,8 @@ static void set_message(struct wsl_error *err, enum wsl_code code,
 			const char *fmt, va_list ap)
 {
 	err->code = code;
+	err->sys_errno = 0;
+	err->outcome_unknown = false;
 	vsnprintf(err->message, sizeof(err->message), fmt, ap);
 }
 
@@ -77,6 +79,28 @@ int wsl_error_errno(struct wsl_error *err, enum wsl_code code, int errnum,
 	len = strlen(err->message);
 	snprintf(err->message + len, sizeof(err->message) - len, ": %s",
 		 strerror(errnum));
+	err->sys_errno = errnum;
+	return -1;
+}
+
+int wsl_error_prefix(struct wsl_error *err, enum wsl_code code, const char *fmt, ...)
+{
+	char old[sizeof(err->message)];
+	va_list ap;
+	int n;
+
+	if (err == NULL)
+		return -1;
+	memcpy(old, err->message, sizeof(old));
+	old[sizeof(old) - 1] = '\0';
+	va_start(ap, fmt);
+	n = vsnprintf(err->message, sizeof(err->message), fmt, ap);
+	va_end(ap);
+	if (n >= 0 && (size_t)n < sizeof(err->message))
+		snprintf(err->message + n, sizeof(err->message) - (size_t)n,
+			 ": %s", old);
+	if (code != WSL_OK)
+		err->code = code;
 	return -1;
 }
 

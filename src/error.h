@@ -10,6 +10,7 @@
 #define WSLOCK_ERROR_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 
 enum wsl_code {
 	WSL_OK = 0,
@@ -36,13 +37,20 @@ enum wsl_code {
 
 /*
  * What a failed core call reports.  message is one line, lowercase, without
- * the "wslock: " prefix and without a final full stop.  The optional details
- * are heap strings owned by the record (NULL when absent): holder is the
- * owner document's JSON text, the others plain text.
+ * the "wslock: " prefix and without a final full stop: it is for people, and
+ * no code decides anything by its wording.  The facts a caller may branch on
+ * are fields: code, sys_errno (the OS errno behind the failure, 0 when there
+ * is none) and the flags.  The optional details are heap strings owned by
+ * the record (NULL when absent): holder is the owner document's JSON text,
+ * the others plain text.
  */
 struct wsl_error {
 	enum wsl_code code;
 	char message[1024];
+	int sys_errno;		/* errno of the failed system call, or 0 */
+	bool outcome_unknown;	/* a write was sent and may or may not have
+				 * been applied (etcd: the connection broke
+				 * after the request went out) */
 	char *workspace_root;
 	char *holder;
 	char *liveness;
@@ -56,14 +64,23 @@ const char *wsl_code_name(enum wsl_code code);
 /* The process exit status for a code (0 for WSL_OK, 64..78 otherwise). */
 int wsl_code_exit(enum wsl_code code);
 
-/* Sets code and a printf-formatted message; returns -1 so callers can write
- * "return wsl_error_set(...)".  Details already set are kept. */
+/* Sets code and a printf-formatted message, clearing sys_errno and the
+ * flags; returns -1 so callers can write "return wsl_error_set(...)".
+ * Details already set are kept. */
 int wsl_error_set(struct wsl_error *err, enum wsl_code code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* Like wsl_error_set, and appends ": strerror(errnum)". */
+/* Like wsl_error_set, and appends ": strerror(errnum)"; sys_errno is set to
+ * errnum. */
 int wsl_error_errno(struct wsl_error *err, enum wsl_code code, int errnum,
 		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Puts a printf-formatted context and ": " before err's message (which is
+ * cut at the end when the whole does not fit), and sets code (WSL_OK:
+ * keeps the code). sys_errno, the flags and the details are kept. Returns
+ * -1. */
+int wsl_error_prefix(struct wsl_error *err, enum wsl_code code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* Replaces one detail string with a copy of value (NULL clears it). */
 void wsl_error_detail(char **slot, const char *value);

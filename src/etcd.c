@@ -18,6 +18,7 @@
  * of global state is libcurl's own, initialised once in etcd_open.
  */
 #include "etcd.h"
+#include "platform.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -156,14 +157,6 @@ struct watch {
 };
 
 static bool curl_ready;
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Appends to a fixed buffer, silently cutting at its end. */
 static void append(char *buf, size_t cap, const char *fmt, ...)
@@ -555,9 +548,12 @@ static int call(struct etcd_client *c, const char *path, json_t *req,
 		}
 		if (may_apply && sent) {
 			free(text);
-			return wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,
-					     "etcd %s at %s failed, outcome unknown: %s",
-					     path, c->urls[idx], why);
+			wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,
+				      "etcd %s at %s failed, outcome unknown: %s",
+				      path, c->urls[idx], why);
+			if (err != NULL)
+				err->outcome_unknown = true;
+			return -1;
 		}
 		append(failures, sizeof(failures), "%s%s: %s",
 		       i ? "; " : "", c->urls[idx], why);
@@ -1226,10 +1222,10 @@ int etcd_wait_change(struct etcd_client *c, const char *key, size_t key_len,
 	json_decref(req);
 	if (text == NULL)
 		return wsl_error_set(err, WSL_INTERNAL, "out of memory");
-	deadline = now_ms() + timeout_ms;
+	deadline = platform_mono_ms() + timeout_ms;
 	for (i = 0; i < c->n_urls; i++) {
 		idx = (c->current + i) % c->n_urls;
-		left = deadline - now_ms();
+		left = deadline - platform_mono_ms();
 		if (left <= 0) {
 			append(failures, sizeof(failures), "%sno time left",
 			       i ? "; " : "");

@@ -22,8 +22,9 @@
  * refused, unresolvable host, connect timeout) or etcd refused it before
  * proposing it ("no leader", "too many requests", "not capable").  Each
  * attempt has the full timeout, so a call may take n_endpoints times it.  Any other failure of such a request
- * leaves its outcome unknown: the message says "outcome unknown" and the
- * caller must read the key back before concluding anything.
+ * leaves its outcome unknown: err->outcome_unknown is set (and the message
+ * says "outcome unknown") and the caller must read the key back before
+ * concluding anything.
  *
  * A client is not thread-safe (one curl handle); use one per thread.
  * libcurl's signals are off (CURLOPT_NOSIGNAL).  libcurl's proxy variables

@@ -27,14 +27,7 @@ static bool is_alnum(char c)
 
 static bool hex_token_valid(const char *s)
 {
-	size_t i;
-
-	if (strlen(s) != WSL_TOKEN_HEX)
-		return false;
-	for (i = 0; i < WSL_TOKEN_HEX; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
+	return crypto_hex_valid(s, WSL_TOKEN_HEX);
 }
 
 bool owner_operation_id_valid(const char *s)

@@ -193,6 +193,14 @@ void platform_now_iso(char out[WSL_TIME_LEN + 1])
 		 (int)(ts.tv_nsec / 1000000) % 1000);
 }
 
+long long platform_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static bool digits(const char *s, int n, int lo, int hi)
 {
 	int v = 0, i;

@@ -50,6 +50,10 @@ int platform_pid_exists(pid_t pid);
 /* The current UTC time as "YYYY-MM-DDTHH:MM:SS.mmmZ" (RFC 3339, ms). */
 void platform_now_iso(char out[WSL_TIME_LEN + 1]);
 
+/* CLOCK_MONOTONIC in milliseconds: for deadlines and elapsed time, never
+ * for dates (it does not jump when the wall clock is set). */
+long long platform_mono_ms(void);
+
 /* True when s has exactly the shape platform_now_iso() produces and its
  * fields are in range (month 1..12, day 1..31, hour 0..23, ...). */
 bool platform_time_valid(const char *s);

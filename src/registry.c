@@ -180,7 +180,7 @@ static int open_subdir(struct registry *reg, const char *name, bool create,
 		return -1;
 	*fd = fsx_open_dir_checked(reg->dir_fd, name, path, create, err);
 	if (*fd < 0) {
-		if (!create && errno == ENOENT) {
+		if (!create && err->sys_errno == ENOENT) {
 			wsl_error_clear(err);
 			return 0;
 		}
@@ -312,8 +312,7 @@ static int local_lock(struct registry *reg, int op, struct wsl_error *err)
 		if (errno != EWOULDBLOCK)
 			return wsl_error_errno(err, WSL_IO, errno,
 					       "cannot lock %s/.coordination", reg->path);
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+		now = platform_mono_ms();
 		if (now >= reg->coord_deadline_ms)
 			return wsl_error_set(err, reg->coord_timeout_code,
 					     "the registry %s stayed busy: another wslock holds %s/.coordination",
@@ -333,14 +332,7 @@ static void local_unlock(struct registry *reg)
 
 static bool key_valid(const char *s)
 {
-	size_t i;
-
-	if (strlen(s) != WSL_KEY_HEX)
-		return false;
-	for (i = 0; i < WSL_KEY_HEX; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
+	return crypto_hex_valid(s, WSL_KEY_HEX);
 }
 
 static void set_corrupt(struct lock_entry *e, const char *why)
@@ -369,8 +361,7 @@ static int local_get_key(struct registry *reg, const char *key, bool probe,
 		return -1;
 	fd = fsx_open_dir_checked(reg->locks_fd, key, dirpath, false, &local);
 	if (fd < 0) {
-		int e2 = errno;
-		if (e2 == ENOENT && local.code == WSL_IO) {
+		if (local.sys_errno == ENOENT && local.code == WSL_IO) {
 			wsl_error_clear(&local);
 			e->lock_path[0] = '\0';
 			return 0;
@@ -389,12 +380,12 @@ static int local_get_key(struct registry *reg, const char *key, bool probe,
 	}
 	if (fsx_read_file_checked(fd, "owner.json", e->lock_path, OWNER_DOC_MAX,
 				  &e->raw, &e->raw_len, &local) != 0) {
-		if (local.code == WSL_IO && errno != ENOENT) {
+		if (local.code == WSL_IO && local.sys_errno != ENOENT) {
 			*err = local;
 			fsx_close(fd);
 			return -1;
 		}
-		set_corrupt(e, errno == ENOENT ?
+		set_corrupt(e, local.sys_errno == ENOENT ?
 			    "the lock directory has no owner.json" : local.message);
 		wsl_error_clear(&local);
 		goto done;
@@ -421,7 +412,7 @@ static int local_get_key(struct registry *reg, const char *key, bool probe,
 	if (fsx_read_file_checked(fd, "retained.json", path, OWNER_DOC_MAX,
 				  &e->retained, &len, &local) == 0) {
 		e->state = LOCK_RETAINED;
-	} else if (errno != ENOENT) {
+	} else if (local.sys_errno != ENOENT) {
 		set_corrupt(e, local.message);
 		e->has_owner = false;
 		wsl_error_clear(&local);
@@ -489,7 +480,7 @@ static int overlap_descendants(struct overlap_ctx *c, const char *workspace)
 		return -1;
 	fd = fsx_open_dir_checked(c->reg->nest_fd, key, path, false, c->err);
 	if (fd < 0) {
-		if (errno == ENOENT && c->err->code == WSL_IO) {
+		if (c->err->sys_errno == ENOENT && c->err->code == WSL_IO) {
 			wsl_error_clear(c->err);
 			return 0;
 		}

@@ -264,6 +264,15 @@ int registry_wait(struct registry *reg, int sigfd, long timeout_ms,
 int registry_keepalive(struct registry *reg, const struct owner *o,
 		       long *next_ms, long *ttl_ms, struct wsl_error *err);
 
+/*
+ * Turns the failure of registry_keepalive for the lock of workspace into
+ * the loss of that lock: err (as keepalive filled it) becomes
+ * WSL_OWNERSHIP_LOST; when it was not already that (the backend stayed
+ * unreachable until the lease ran out), its message is kept after "the
+ * lease of WORKSPACE could not be renewed before it expired: ".
+ */
+void registry_lease_lost(struct wsl_error *err, const char *workspace);
+
 /* What recover and reclaim expect to find: the compare of their
  * compare-and-swap, and the rules for taking the lock over. */
 struct registry_expect {

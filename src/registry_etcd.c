@@ -498,8 +498,7 @@ static int etcd_list(struct registry *reg, bool probe,
 
 static bool outcome_unknown(const struct wsl_error *err)
 {
-	return err->code == WSL_BACKEND_UNAVAILABLE &&
-	       strstr(err->message, "outcome unknown") != NULL;
+	return err->code == WSL_BACKEND_UNAVAILABLE && err->outcome_unknown;
 }
 
 /* A lease for a holder that keeps it alive; kept across retries. */
@@ -1082,19 +1081,11 @@ static int sig_ready(int sigfd)
 	return sigfd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
 }
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int etcd_wait(struct registry *reg, int sigfd, long timeout_ms,
 		     struct wsl_error *err)
 {
 	struct etcd_state *s = state(reg);
-	long long deadline = mono_ms() + timeout_ms;
+	long long deadline = platform_mono_ms() + timeout_ms;
 	struct key k;
 	char end[KEY_MAX];
 	size_t end_len;
@@ -1105,7 +1096,7 @@ static int etcd_wait(struct registry *reg, int sigfd, long timeout_ms,
 	end_len = etcd_prefix_end(k.b, k.len, end);
 	for (;;) {
 		struct wsl_error werr = { 0 };
-		long long left = deadline - mono_ms();
+		long long left = deadline - platform_mono_ms();
 		int rc;
 
 		if (sig_ready(sigfd))
@@ -1122,7 +1113,7 @@ static int etcd_wait(struct registry *reg, int sigfd, long timeout_ms,
 			 * says whether etcd is reachable. */
 			struct pollfd p = { sigfd, POLLIN, 0 };
 			wsl_error_clear(&werr);
-			left = deadline - mono_ms();
+			left = deadline - platform_mono_ms();
 			if (left > 0)
 				poll(&p, sigfd >= 0 ? 1 : 0,
 				     (int)(left < WAIT_SLICE_MS ? left : WAIT_SLICE_MS));
@@ -1142,9 +1133,9 @@ static int etcd_keepalive(struct registry *reg, const struct owner *o,
 		return 0;	/* no lease behind this lock: it lives until released */
 	if (etcd_lease_keepalive(s->c, s->lease, &ttl, err) != 0) {
 		if (err->code != WSL_BACKEND_UNAVAILABLE)
-			return wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,
-					     "cannot renew the lease of %s: %s",
-					     o->workspace_root, err->message);
+			return wsl_error_prefix(err, WSL_BACKEND_UNAVAILABLE,
+						"cannot renew the lease of %s",
+						o->workspace_root);
 		return -1;
 	}
 	if (ttl <= 0) {
@@ -1233,10 +1224,8 @@ int etcd_registry_open(struct registry *reg, const struct registry_config *cfg,
 	if (etcd_range(s->c, s->prefix, s->prefix_len, end,
 		       etcd_prefix_end(s->prefix, s->prefix_len, end), 1,
 		       &kvs, &n, &rev, err) != 0) {
-		char why[sizeof(err->message)];
-		snprintf(why, sizeof(why), "%s", err->message);
-		wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,
-			      "etcd at %s is not reachable: %s", endpoints, why);
+		wsl_error_prefix(err, WSL_BACKEND_UNAVAILABLE,
+				 "etcd at %s is not reachable", endpoints);
 		etcd_close(s->c);
 		free(s);
 		return -1;

@@ -149,14 +149,6 @@ static int set_child_env(const struct registry *reg, const struct owner *o,
 	return rc;
 }
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Sends sig to the command: to its process group when it leads one. */
 static void signal_command(pid_t child, bool own_group, int sig)
 {
@@ -189,9 +181,9 @@ static int supervise(struct registry *reg, const struct owner *o,
 		return -1;
 	own_group = next_ms >= 0 && tcgetpgrp(STDIN_FILENO) != getpgrp();
 	if (next_ms >= 0)
-		keep_at = mono_ms() + next_ms;
+		keep_at = platform_mono_ms() + next_ms;
 	if (ttl_ms >= 0)
-		lease_until = mono_ms() + ttl_ms;
+		lease_until = platform_mono_ms() + ttl_ms;
 	child = fork();
 	if (child < 0)
 		return wsl_error_errno(err, WSL_OS, errno, "cannot fork");
@@ -224,7 +216,7 @@ static int supervise(struct registry *reg, const struct owner *o,
 			return lost ? -1 : 0;
 		if (got < 0 && errno != EINTR)
 			return wsl_error_errno(err, WSL_OS, errno, "waitpid");
-		now = mono_ms();
+		now = platform_mono_ms();
 		if (!lost && keep_at >= 0 && now >= keep_at) {
 			struct wsl_error kerr = { 0 };
 			if (registry_keepalive(reg, o, &next_ms, &ttl_ms, &kerr) == 0) {
@@ -237,10 +229,7 @@ static int supervise(struct registry *reg, const struct owner *o,
 				lost = true;
 			}
 			if (lost) {
-				if (kerr.code != WSL_OWNERSHIP_LOST)
-					wsl_error_set(&kerr, WSL_OWNERSHIP_LOST,
-						      "the lease of %s could not be renewed before it expired (%s)",
-						      o->workspace_root, kerr.message);
+				registry_lease_lost(&kerr, o->workspace_root);
 				*err = kerr;
 				fprintf(stderr, "wslock: %s; stopping the command\n", err->message);
 				signal_command(child, own_group, SIGTERM);

@@ -4,6 +4,7 @@
 #   make check            unit tests and the bats suite
 #   make check SANITIZE=address,undefined
 #   make install PREFIX=/usr/local DESTDIR=
+#   make CPPFLAGS=... CFLAGS=... LDFLAGS=...   (as dpkg-buildflags gives them)
 #   make WERROR=1         warnings are errors (CI)
 
 PREFIX ?= /usr/local
@@ -30,9 +31,10 @@ PKGS = jansson libsodium
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) libcurl)
 PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS))
 
-# The user's CFLAGS come last so they can override ours.
+# The user's CPPFLAGS and CFLAGS come last so they can override ours (a
+# Debian build passes -D_FORTIFY_SOURCE=2 in CPPFLAGS).
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DWSLOCK_VERSION='"$(VERSION)"' -O2 -g \
-	$(WARN) $(SAN) $(PKG_CFLAGS) $(CFLAGS)
+	$(WARN) $(SAN) $(PKG_CFLAGS) $(CPPFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(SAN) $(LDFLAGS)
 LIBS = $(PKG_LIBS) -lm
 
@@ -75,23 +77,45 @@ check-etcd: tests/unit/test_etcd
 	tests/etcd/cluster.sh stop "$$d"; rm -rf "$$d"; exit $$rc
 	tests/etcd/three_node.sh ./tests/unit/test_etcd
 
+# Completions go where each shell looks by default (no XDG_DATA_DIRS set):
+# bash-completion searches PREFIX/share/bash-completion/completions for
+# /usr and /usr/local alike; zsh's fpath has /usr/local/share/zsh/site-functions
+# (and Debian's /usr/share/zsh/vendor-completions for packages); fish
+# searches /usr/share/fish/vendor_completions.d and, for what the
+# administrator installs, /etc/fish/completions -- not /usr/local/share.
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ifeq ($(PREFIX),/usr)
 ZSHCOMPDIR ?= $(PREFIX)/share/zsh/vendor-completions
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+else ifeq ($(PREFIX),/usr/local)
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= /etc/fish/completions
+else
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+endif
+DOCDIR ?= $(PREFIX)/share/doc/wslock
+DOCS = README.md LICENSE CHANGELOG.md
+SCHEMAS = $(wildcard doc/schema/*.schema.json)
 
 install: wslock
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR) \
-		$(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
+		$(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(DOCDIR)/schema
 	install -m 0755 wslock $(DESTDIR)$(BINDIR)/wslock
 	install -m 0644 man/wslock.1 $(DESTDIR)$(MANDIR)/man1/wslock.1
 	install -m 0644 completions/wslock.bash $(DESTDIR)$(BASHCOMPDIR)/wslock
 	install -m 0644 completions/_wslock $(DESTDIR)$(ZSHCOMPDIR)/_wslock
 	install -m 0644 completions/wslock.fish $(DESTDIR)$(FISHCOMPDIR)/wslock.fish
+	install -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/
+	install -m 0644 $(SCHEMAS) $(DESTDIR)$(DOCDIR)/schema/
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/wslock $(DESTDIR)$(MANDIR)/man1/wslock.1 \
 		$(DESTDIR)$(BASHCOMPDIR)/wslock $(DESTDIR)$(ZSHCOMPDIR)/_wslock \
-		$(DESTDIR)$(FISHCOMPDIR)/wslock.fish
+		$(DESTDIR)$(FISHCOMPDIR)/wslock.fish \
+		$(addprefix $(DESTDIR)$(DOCDIR)/,$(DOCS)) \
+		$(addprefix $(DESTDIR)$(DOCDIR)/schema/,$(notdir $(SCHEMAS)))
+	rmdir $(DESTDIR)$(DOCDIR)/schema $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 
 clean:
 	rm -f wslock wslock-test src/*.o $(UNIT) bench/wslbench fuzz/fuzz_owner

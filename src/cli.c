@@ -595,6 +595,34 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 	return rc;
 }
 
+void cli_default_purpose(const char *prefix, char **cmd,
+			 char out[OWNER_PURPOSE_MAX + 1])
+{
+	size_t len, i;
+
+	len = (size_t)snprintf(out, OWNER_PURPOSE_MAX + 1, "%s", prefix);
+	if (len > OWNER_PURPOSE_MAX)
+		len = OWNER_PURPOSE_MAX;
+	for (; *cmd != NULL && len < OWNER_PURPOSE_MAX; cmd++) {
+		out[len++] = ' ';
+		for (i = 0; (*cmd)[i] != '\0' && len < OWNER_PURPOSE_MAX; i++) {
+			unsigned char ch = (unsigned char)(*cmd)[i];
+			out[len++] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+		}
+	}
+	out[len] = '\0';
+}
+
+int cli_split_command(int argc, char **argv)
+{
+	int i;
+
+	for (i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--") == 0)
+			return i;
+	return argc;
+}
+
 long long cli_opt_seconds(const char *option, const char *arg, struct wsl_error *err)
 {
 	long long ms = cli_parse_seconds(arg);

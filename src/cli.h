@@ -185,58 +185,9 @@ int cli_opt_reason(const char *arg, const char **out, struct wsl_error *err);
 int cli_hold_option(struct cli_hold *h, int id, const char *arg,
 		    struct wsl_error *err);
 
-/* How a command runs under a held lock (src/supervise.c). */
-struct cli_child {
-	char **cmd;			/* argv, NULL-terminated */
-	const char *cwd;		/* chdir here before exec, or NULL */
-	bool stdout_to_stderr;		/* the command's stdout goes to our stderr
-					 * (reclaim: stdout is JSON only) */
-	bool retain_on_failure;		/* keep the lock, retained, if it fails */
-	int sigfd;			/* from cli_block_signals */
-	const sigset_t *orig_mask;	/* restored in the child */
-	long kill_after_ms;		/* lease lost: SIGTERM, then SIGKILL after
-					 * this long (ms); 0: 10000 */
-};
-
-/*
- * Blocks SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 and SIGCHLD and
- * returns a signalfd (O_CLOEXEC, non-blocking) reading them; the previous
- * mask goes to *orig. -1 with err on failure.
- */
-int cli_block_signals(sigset_t *orig, struct wsl_error *err);
-
-/*
- * Runs ch->cmd as a child while o's lock is held (live_fd is the holder's
- * live file: the child inherits it, the one descriptor it gets from us),
- * with WSLOCK_WORKSPACE, WSLOCK_TOKEN and WSLOCK_OWNER set; SIGTERM, SIGHUP,
- * SIGUSR1 and SIGUSR2 are forwarded, SIGINT and SIGQUIT left to the child.
- * Then releases the lock, or with retain_on_failure and a failed child
- * marks it retained. Closes live_fd. Returns the exit status for wslock:
- * the child's (128+N for signal N), or the error's (78 when the lock was
- * taken over meanwhile), after reporting it.
- */
-int cli_run_held(struct cli *c, struct registry *reg, const struct owner *o,
-		 int live_fd, const struct cli_child *ch);
-
 /* "run: make test" from argv: printable ASCII, at most 128 characters. */
 void cli_default_purpose(const char *prefix, char **cmd,
 			 char out[OWNER_PURPOSE_MAX + 1]);
-
-/*
- * Remembers which descriptors above 2 the process inherited (called first
- * thing in main): they are the caller's and pass through to a command, as
- * with flock(1). Everything else above 2 is wslock's own.
- */
-void cli_note_inherited_fds(void);
-
-/* In a forked child: closes every descriptor above 2 that wslock opened,
- * except keep (-1: none). Libraries (libcurl) do not all open theirs
- * O_CLOEXEC; this is the guarantee that the command gets only keep. */
-void cli_close_own_fds(int keep);
-
-/* Replaces the process with cmd (execvp); on failure says why and exits
- * 127 (not found) or 126. */
-void cli_exec(char **cmd) __attribute__((noreturn));
 
 /* Index of the first "--" in argv (argc when there is none): options and
  * operands before it, the command after it. */

@@ -1,5 +1,6 @@
 /* cmd_reclaim.c - wslock reclaim: preview, then (--yes) remove the locks of
  * provably dead owners, and the garbage crashes leave. */
+#include "child.h"
 #include "cli.h"
 
 #include <errno.h>
@@ -151,7 +152,7 @@ static json_t *garbage_json(size_t staging, size_t orphans)
 /* Reclaims one candidate; with a command, runs it under the lock first.
  * Returns 0 and sets *cmd_status, or -1 with err when skipped. */
 static int reclaim_one(struct cli *c, struct registry *reg, const struct lock_entry *e,
-		       const struct reclaim_args *a, struct cli_child *ch,
+		       const struct reclaim_args *a, struct child *ch,
 		       int *cmd_status, struct wsl_error *err)
 {
 	struct registry_expect x = { 0 };
@@ -178,7 +179,7 @@ static int reclaim_one(struct cli *c, struct registry *reg, const struct lock_en
 	if (rc != 0)
 		return -1;
 	ch->cwd = e->workspace_root;
-	*cmd_status = cli_run_held(c, reg, &next, live_fd, ch);
+	*cmd_status = child_run_held(c, reg, &next, live_fd, ch);
 	return 0;
 }
 
@@ -187,7 +188,7 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 	struct reclaim_args a = { false, false, NULL, false };
 	struct candidates cands = { NULL, 0, 0 };
 	struct wsl_error err = { 0 };
-	struct cli_child ch = { 0 };
+	struct child ch = { 0 };
 	struct registry reg;
 	char why[1200];
 	bool have_reg = false;
@@ -265,7 +266,7 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 	}
 
 	if (ch.cmd != NULL) {
-		ch.sigfd = cli_block_signals(&orig, &err);
+		ch.sigfd = child_block_signals(&orig, &err);
 		if (ch.sigfd < 0)
 			goto fail;
 		ch.orig_mask = &orig;

@@ -1,5 +1,6 @@
 /* cmd_recover.c - wslock recover --expected-owner FILE WORKSPACE [-- CMD]:
  * take over the lock of a provably dead owner, named exactly. */
+#include "child.h"
 #include "cli.h"
 #include "fsx.h"
 
@@ -97,7 +98,7 @@ static int recover_main(struct cli *c, int argc, char **argv)
 	char ws[PATH_MAX], why[256], purpose[OWNER_PURPOSE_MAX + 1];
 	struct wsl_error err = { 0 };
 	struct registry_expect x = { 0 };
-	struct cli_child ch = { 0 };
+	struct child ch = { 0 };
 	struct lock_entry prior = { 0 };
 	struct owner expected, next;
 	struct registry reg;
@@ -165,7 +166,7 @@ static int recover_main(struct cli *c, int argc, char **argv)
 	x.allow_retained = true;
 	x.action = "recover";
 	if (ch.cmd != NULL) {
-		ch.sigfd = cli_block_signals(&orig, &err);
+		ch.sigfd = child_block_signals(&orig, &err);
 		if (ch.sigfd < 0)
 			goto fail;
 		ch.orig_mask = &orig;
@@ -186,7 +187,7 @@ static int recover_main(struct cli *c, int argc, char **argv)
 				fprintf(stderr, "%s\n", doc);
 			free(doc);
 		}
-		status = cli_run_held(c, &reg, &next, live_fd, &ch);
+		status = child_run_held(c, &reg, &next, live_fd, &ch);
 		goto done;
 	}
 	if (registry_release(&reg, ws, next.token, NULL, &err) != 0)

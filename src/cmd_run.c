@@ -1,5 +1,6 @@
 /* cmd_run.c - wslock run WORKSPACE -- CMD...: hold the lock while CMD runs.
- * How the command is supervised is in supervise.c. */
+ * How the command is supervised is in child.c. */
+#include "child.h"
 #include "cli.h"
 #include "fsx.h"
 
@@ -60,7 +61,7 @@ static int run_main(struct cli *c, int argc, char **argv)
 	char ws[PATH_MAX], nested[PATH_MAX];
 	char purpose[OWNER_PURPOSE_MAX + 1];
 	struct wsl_error err = { 0 };
-	struct cli_child ch = { 0 };
+	struct child ch = { 0 };
 	struct registry reg;
 	struct owner o;
 	sigset_t orig;
@@ -98,7 +99,7 @@ static int run_main(struct cli *c, int argc, char **argv)
 			if (c->verbose)
 				fprintf(stderr, "wslock: %s is already held by the enclosing run on %s\n",
 					ws, nested);
-			cli_exec(ch.cmd);
+			child_exec(ch.cmd);
 		}
 	}
 
@@ -106,7 +107,7 @@ static int run_main(struct cli *c, int argc, char **argv)
 	if (owner_build(&o, ws, getpid(), a.hold.purpose ? a.hold.purpose : purpose,
 			a.hold.operation_id, NULL, &err) != 0)
 		goto fail;
-	a.hold.wait.sigfd = ch.sigfd = cli_block_signals(&orig, &err);
+	a.hold.wait.sigfd = ch.sigfd = child_block_signals(&orig, &err);
 	if (ch.sigfd < 0)
 		goto fail;
 	ch.orig_mask = &orig;
@@ -130,7 +131,7 @@ static int run_main(struct cli *c, int argc, char **argv)
 	}
 	if (c->verbose)
 		fprintf(stderr, "wslock: locked %s (token %s)\n", ws, o.token);
-	status = cli_run_held(c, &reg, &o, live_fd, &ch);
+	status = child_run_held(c, &reg, &o, live_fd, &ch);
 	registry_close(&reg);
 	return status;
 fail:

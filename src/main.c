@@ -1,4 +1,5 @@
 /* main.c - global options and the subcommand table. */
+#include "child.h"
 #include "cli.h"
 #include "crypto.h"
 #include "fsx.h"
@@ -77,7 +78,7 @@ int main(int argc, char **argv)
 	int i = 1;
 
 	stdout_closed = ensure_std_fds();
-	cli_note_inherited_fds();
+	child_note_inherited_fds();
 	if (crypto_setup() != 0) {
 		fprintf(stderr, "wslock: cannot initialise libsodium\n");
 		return 71;

@@ -1,1206 +1,558 @@
-/* registry.c - the on-disk lock protocol (DESIGN.md section 5).
- *
- * Layout, below the registry directory (0700, owned by the caller):
- *
- *   .coordination   flock(2)ed LOCK_EX around every mutation, LOCK_SH by
- *                   readers. A kernel lock: it dies with its holder, so a
- *                   crash never leaves the registry locked.
- *   locks/KEY/      one per held workspace, KEY = BLAKE2b-256 hex of the
- *                   canonical path: owner.json (0600), live (flock()ed by a
- *                   running `run` and inherited by its command), and
- *                   retained.json when kept for recovery.
- *   nest/A/KEY      an empty marker for each proper ancestor A of a held
- *                   workspace KEY; a new lock on A finds its descendants by
- *                   reading nest/A, never by scanning locks/.
- *   tmp/            staging (acq.PID.RAND) and release (rel.PID.RAND)
- *                   directories.
- *
- * Invariants: a lock exists iff locks/KEY exists, and it never exists
- * half-written, because it appears by one rename(2) of a complete, fsynced
- * staging directory. Every lock has its nest markers before it appears
- * (markers are written and fsynced first), so no interleaving lets an
- * ancestor and a descendant be held at once. A marker without its lock is
- * an orphan and is ignored.
- *
- * A crash (or SIGKILL) leaves, by step:
- *  - acquire, before the rename: a staging directory in tmp/ and possibly
- *    orphan markers; the workspace is free. (reclaim removes the garbage.)
- *  - acquire, after the rename: a complete lock of a process that is now
- *    dead: acquire reports WSLOCK_RECOVERY_REQUIRED until it is recovered.
- *  - release, after the rename out of locks/: the workspace is free; a
- *    release directory in tmp/ and orphan markers remain.
- * The coordination lock is dropped by the kernel in every case.
- *
- * Durability: a published lock must survive a power cut together with its
- * nest markers. Document bytes are always fsynced before their rename and
- * locks/ after it. Whether the directories changed before the rename (the
- * staging directory, each nest/A) need their own fsync depends on the
- * filesystem (platform_fs_kind): on ext3/ext4 and XFS metadata changes are
- * journaled and committed in order, so the fsync of locks/ after the rename
- * commits them too (one cache flush instead of one per ancestor); elsewhere
- * each is fsynced. On tmpfs nothing survives a crash, so nothing is synced.
- */
-#include "registry.h"
-#include "backend.h"
+/* registry.c - the registry contract's front end: backend selection,
+ * workspace resolution, and dispatch to the backend's operations. */
+#include "registry_backend.h"
 #include "fsx.h"
-#include "journal.h"
-#include "testhook.h"
-#include "platform.h"
 
-#include <dirent.h>
-#include <poll.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#define STAGE_NAME_MAX 64
-
-/* Joins a and b with '/' into out; fails with WSL_UNSAFE_PATH when the
- * result would not fit in PATH_MAX. */
-static int path_join(char out[PATH_MAX], const char *a, const char *b,
-		     struct wsl_error *err)
+const char *lock_state_name(enum lock_state s)
 {
-	size_t la = strlen(a), lb = strlen(b);
-
-	if (la + 1 + lb >= PATH_MAX)
-		return wsl_error_set(err, WSL_UNSAFE_PATH,
-				     "path %s/%s is longer than PATH_MAX", a, b);
-	/* out may be a itself. */
-	memmove(out, a, la);
-	out[la] = '/';
-	memmove(out + la + 1, b, lb + 1);
-	return 0;
-}
-
-/* mkdir -p for the parents of path, each new directory 0700. */
-static int make_parents(const char *path, struct wsl_error *err)
-{
-	char buf[PATH_MAX];
-	char *p;
-
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (p = buf + 1; *p != '\0'; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-			return wsl_error_errno(err, WSL_IO, errno,
-					       "cannot create %s", buf);
-		*p = '/';
-	}
-	return 0;
-}
-
-/* Refuses a registry netfs does not allow, naming path. */
-static int check_netfs(int fd, const char *path, struct wsl_error *err)
-{
-	const char *netfs = platform_network_fs(fd);
-	const char *allow = getenv("WSLOCK_ALLOW_NETWORK_FS");
-
-	if (netfs != NULL && (allow == NULL || strcmp(allow, "1") != 0))
-		return wsl_error_set(err, WSL_NETWORK_FS,
-				     "registry %s is on a network filesystem (%s), where its kernel lock does not hold across machines; use --backend etcd, or set WSLOCK_ALLOW_NETWORK_FS=1 if only this machine uses it",
-				     path, netfs);
-	return 0;
-}
-
-/*
- * Before a missing registry is created: the checks that would refuse it
- * afterwards (inside the workspace, on a network filesystem), made on where
- * it would be, so that a refused command creates nothing.
- */
-static int check_before_create(const char *path, const char *workspace,
-			       struct wsl_error *err)
-{
-	char existing[PATH_MAX], real[PATH_MAX], would[PATH_MAX];
-	size_t cut = strlen(path);
-	int fd, rc;
-
-	snprintf(existing, sizeof(existing), "%s", path);
-	for (;;) {
-		char *slash = strrchr(existing, '/');
-		if (slash == NULL)
-			return 0;
-		if (slash == existing) {
-			existing[1] = '\0';
-			cut = 1;
-		} else {
-			*slash = '\0';
-			cut = (size_t)(slash - existing);
-		}
-		if (realpath(existing, real) != NULL)
-			break;
-		if (errno != ENOENT || cut == 1)
-			return 0;	/* the real attempt will report it */
-	}
-	if (snprintf(would, sizeof(would), "%s%s", strcmp(real, "/") == 0 ? "" : real,
-		     path + cut) >= (int)sizeof(would))
-		return wsl_error_set(err, WSL_UNSAFE_PATH, "registry path %s is longer than PATH_MAX",
-				     path);
-	if (workspace != NULL &&
-	    (registry_path_within(would, workspace) || registry_path_within(workspace, would)))
-		return wsl_error_set(err, WSL_UNSAFE_PATH,
-				     "registry %s and workspace %s overlap; choose a registry outside every workspace (-d or WSLOCK_DIR)",
-				     path, workspace);
-	fd = fsx_open(real, O_RDONLY | O_DIRECTORY, 0);
-	if (fd < 0)
-		return 0;
-	rc = check_netfs(fd, path, err);
-	fsx_close(fd);
-	return rc;
-}
-
-static void local_close(struct registry *reg);
-
-static void registry_init(struct registry *reg)
-{
-	memset(reg, 0, sizeof(*reg));
-	reg->ops = &registry_local_ops;
-	reg->dir_fd = reg->locks_fd = reg->nest_fd = reg->tmp_fd = -1;
-	reg->coord_fd = reg->watch_fd = -1;
-	reg->fs_kind = FS_OTHER;
-	reg->coord_deadline_ms = -1;
-}
-
-/* Opens (or with create makes) the subdirectory name; *fd stays -1 when it
- * is missing and create is false. */
-static int open_subdir(struct registry *reg, const char *name, bool create,
-		       int *fd, struct wsl_error *err)
-{
-	char path[PATH_MAX];
-
-	if (path_join(path, reg->path, name, err) != 0)
-		return -1;
-	*fd = fsx_open_dir_checked(reg->dir_fd, name, path, create, err);
-	if (*fd < 0) {
-		if (!create && err->sys_errno == ENOENT) {
-			wsl_error_clear(err);
-			return 0;
-		}
-		return -1;
-	}
-	return 0;
-}
-
-int local_open(struct registry *reg, const char *path, const char *workspace,
-	       bool create, struct wsl_error *err)
-{
-	struct stat st;
-	int fd;
-
-	registry_init(reg);
-	snprintf(reg->path, sizeof(reg->path), "%s", path);
-	if (lstat(path, &st) != 0) {
-		if (errno != ENOENT)
-			return wsl_error_errno(err, WSL_IO, errno,
-					       "cannot stat registry %s", path);
-		if (!create) {
-			/* Nothing was ever locked here; say so without
-			 * creating anything. */
-			snprintf(reg->real, sizeof(reg->real), "%s", path);
-			return 0;
-		}
-		if (check_before_create(path, workspace, err) != 0 ||
-		    make_parents(path, err) != 0)
-			return -1;
-		if (mkdir(path, 0700) != 0 && errno != EEXIST)
-			return wsl_error_errno(err, WSL_IO, errno,
-					       "cannot create registry %s", path);
-		if (lstat(path, &st) != 0)
-			return wsl_error_errno(err, WSL_IO, errno,
-					       "cannot stat registry %s", path);
-	}
-	if (fsx_check_private(&st, S_IFDIR, path, err) != 0)
-		return -1;
-	reg->dir_fd = fsx_open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
-	if (reg->dir_fd < 0)
-		return wsl_error_errno(err, WSL_UNSAFE_PATH, errno,
-				       "cannot open registry %s", path);
-	if (fstat(reg->dir_fd, &st) != 0 ||
-	    fsx_check_private(&st, S_IFDIR, path, err) != 0)
-		goto fail;
-	reg->exists = true;
-	if (realpath(path, reg->real) == NULL) {
-		wsl_error_errno(err, WSL_IO, errno, "cannot resolve registry %s", path);
-		goto fail;
-	}
-	reg->fs_kind = platform_fs_kind(reg->dir_fd);
-	if (check_netfs(reg->dir_fd, path, err) != 0)
-		goto fail;
-	if (open_subdir(reg, "locks", create, &reg->locks_fd, err) != 0 ||
-	    open_subdir(reg, "nest", create, &reg->nest_fd, err) != 0 ||
-	    open_subdir(reg, "tmp", create, &reg->tmp_fd, err) != 0)
-		goto fail;
-	fd = fsx_openat(reg->dir_fd, ".coordination",
-			create ? O_RDWR | O_CREAT | O_NONBLOCK : O_RDONLY | O_NONBLOCK,
-			0600);
-	if (fd < 0 && !(errno == ENOENT && !create)) {
-		if (errno == ELOOP)
-			wsl_error_set(err, WSL_UNSAFE_PATH,
-				      "%s/.coordination is a symbolic link; refusing to follow it",
-				      path);
-		else if (errno == ENXIO || errno == ENODEV)
-			wsl_error_set(err, WSL_UNSAFE_PATH,
-				      "%s/.coordination is not a regular file", path);
-		else
-			wsl_error_errno(err, WSL_IO, errno,
-					"cannot open %s/.coordination", path);
-		goto fail;
-	}
-	reg->coord_fd = fd;
-	if (fd >= 0) {
-		char cpath[PATH_MAX];
-		if (path_join(cpath, path, ".coordination", err) != 0 ||
-		    fstat(fd, &st) != 0 ||
-		    fsx_check_private(&st, S_IFREG, cpath, err) != 0)
-			goto fail;
-	}
-	return 0;
-fail:
-	if (err->code == WSL_OK)
-		wsl_error_errno(err, WSL_IO, errno, "cannot open registry %s", path);
-	local_close(reg);
-	return -1;
-}
-
-static void local_close(struct registry *reg)
-{
-	fsx_close(reg->watch_fd);
-	reg->watch_fd = -1;
-	fsx_close(reg->coord_fd);
-	fsx_close(reg->tmp_fd);
-	fsx_close(reg->nest_fd);
-	fsx_close(reg->locks_fd);
-	fsx_close(reg->dir_fd);
-	reg->dir_fd = reg->locks_fd = reg->nest_fd = reg->tmp_fd = -1;
-	reg->coord_fd = -1;
-	reg->coord_held = 0;
-}
-
-static int local_lock(struct registry *reg, int op, struct wsl_error *err)
-{
-	if (reg->coord_fd < 0) {
-		if (op == LOCK_EX)
-			return wsl_error_set(err, WSL_INTERNAL,
-					     "registry %s was opened read-only", reg->path);
-		return 0;
-	}
-	if (reg->coord_deadline_ms < 0) {
-		if (fsx_flock(reg->coord_fd, op) != 0)
-			return wsl_error_errno(err, WSL_IO, errno,
-					       "cannot lock %s/.coordination", reg->path);
-		reg->coord_held = op;
-		return 0;
-	}
-	/* A bounded wait (-n, -w): the lock is normally held for well under
-	 * a millisecond, but a stopped or slow wslock must not stretch it. */
-	for (long wait_us = 500;; wait_us = wait_us < 20000 ? wait_us * 2 : wait_us) {
-		struct timespec ts;
-		long long now;
-
-		if (fsx_flock(reg->coord_fd, op | LOCK_NB) == 0) {
-			reg->coord_held = op;
-			return 0;
-		}
-		if (errno != EWOULDBLOCK)
-			return wsl_error_errno(err, WSL_IO, errno,
-					       "cannot lock %s/.coordination", reg->path);
-		now = platform_mono_ms();
-		if (now >= reg->coord_deadline_ms)
-			return wsl_error_set(err, reg->coord_timeout_code,
-					     "the registry %s stayed busy: another wslock holds %s/.coordination",
-					     reg->path, reg->path);
-		ts.tv_sec = 0;
-		ts.tv_nsec = wait_us * 1000;
-		nanosleep(&ts, NULL);
+	switch (s) {
+	case LOCK_FREE:
+		return "free";
+	case LOCK_HELD:
+		return "held";
+	case LOCK_RETAINED:
+		return "retained";
+	case LOCK_CORRUPT:
+	default:
+		return "corrupt";
 	}
 }
 
-static void local_unlock(struct registry *reg)
+void lock_entry_free(struct lock_entry *e)
 {
-	if (reg->coord_fd >= 0 && reg->coord_held != 0)
-		fsx_flock(reg->coord_fd, LOCK_UN);
-	reg->coord_held = 0;
-}
-
-static bool key_valid(const char *s)
-{
-	return crypto_hex_valid(s, WSL_KEY_HEX);
-}
-
-static void set_corrupt(struct lock_entry *e, const char *why)
-{
-	e->state = LOCK_CORRUPT;
-	snprintf(e->problem, sizeof(e->problem), "%s", why);
-}
-
-static int local_get_key(struct registry *reg, const char *key, bool probe,
-			 struct lock_entry *e, struct wsl_error *err)
-{
-	char dirpath[PATH_MAX], path[PATH_MAX], why[256];
-	char check[WSL_KEY_HEX + 1];
-	struct wsl_error local = { 0 };
-	size_t len;
-	int fd;
-
+	free(e->raw);
+	free(e->retained);
 	memset(e, 0, sizeof(*e));
 	e->state = LOCK_FREE;
-	snprintf(e->key, sizeof(e->key), "%s", key);
-	if (reg->locks_fd < 0)
-		return 0;
-	if (path_join(dirpath, reg->path, "locks", err) != 0 ||
-	    path_join(dirpath, dirpath, key, err) != 0 ||
-	    path_join(e->lock_path, dirpath, "owner.json", err) != 0)
-		return -1;
-	fd = fsx_open_dir_checked(reg->locks_fd, key, dirpath, false, &local);
-	if (fd < 0) {
-		if (local.sys_errno == ENOENT && local.code == WSL_IO) {
-			wsl_error_clear(&local);
-			e->lock_path[0] = '\0';
+}
+
+/* Calls fn(ancestor, arg) for each proper ancestor of path, nearest first,
+ * "/" excluded. */
+int registry_for_each_ancestor(const char *path,
+			     int (*fn)(const char *ancestor, void *arg), void *arg)
+{
+	char buf[PATH_MAX];
+	char *slash;
+	int rc;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (;;) {
+		slash = strrchr(buf, '/');
+		if (slash == NULL || slash == buf)
 			return 0;
-		}
-		if (local.code == WSL_UNSAFE_PATH) {
-			set_corrupt(e, local.message);
-			wsl_error_clear(&local);
-			return 0;
-		}
-		*err = local;
-		return -1;
+		*slash = '\0';
+		rc = fn(buf, arg);
+		if (rc != 0)
+			return rc;
 	}
-	if (!key_valid(key)) {
-		set_corrupt(e, "the lock directory's name is not a registry key");
-		goto done;
-	}
-	if (fsx_read_file_checked(fd, "owner.json", e->lock_path, OWNER_DOC_MAX,
-				  &e->raw, &e->raw_len, &local) != 0) {
-		if (local.code == WSL_IO && local.sys_errno != ENOENT) {
-			*err = local;
-			fsx_close(fd);
-			return -1;
-		}
-		set_corrupt(e, local.sys_errno == ENOENT ?
-			    "the lock directory has no owner.json" : local.message);
-		wsl_error_clear(&local);
-		goto done;
-	}
-	if (owner_parse(e->raw, e->raw_len, &e->owner, why, sizeof(why)) != 0) {
-		set_corrupt(e, why);
-		if (owner_guess_workspace(e->raw, e->raw_len, e->workspace_root)) {
-			crypto_path_key(e->workspace_root, check);
-			if (strcmp(check, key) != 0)
-				e->workspace_root[0] = '\0';
-		}
-		goto done;
-	}
-	crypto_path_key(e->owner.workspace_root, check);
-	if (strcmp(check, key) != 0) {
-		set_corrupt(e, "the owner document names a workspace whose key is not this lock's");
-		goto done;
-	}
-	e->has_owner = true;
-	snprintf(e->workspace_root, sizeof(e->workspace_root), "%s",
-		 e->owner.workspace_root);
-	e->state = LOCK_HELD;
-	path_join(path, dirpath, "retained.json", err);
-	if (fsx_read_file_checked(fd, "retained.json", path, OWNER_DOC_MAX,
-				  &e->retained, &len, &local) == 0) {
-		e->state = LOCK_RETAINED;
-	} else if (local.sys_errno != ENOENT) {
-		set_corrupt(e, local.message);
-		e->has_owner = false;
-		wsl_error_clear(&local);
-		goto done;
-	}
-	wsl_error_clear(&local);
-	if (probe) {
-		e->liveness = liveness_probe(fd, &e->owner, e->reason, sizeof(e->reason));
-		e->probed = true;
-	}
-done:
-	fsx_close(fd);
-	return 0;
 }
 
-struct overlap_ctx {
-	struct registry *reg;
-	bool probe;
-	struct overlap *items;
-	size_t n, cap;
-	struct wsl_error *err;
-};
-
-static struct lock_entry *overlap_push(struct overlap_ctx *c, bool ancestor)
-{
-	return registry_overlap_push(&c->items, &c->n, &c->cap, ancestor, c->err);
-}
-
-static int overlap_ancestor(const char *ancestor, void *arg)
-{
-	struct overlap_ctx *c = arg;
-	char key[WSL_KEY_HEX + 1];
-	struct lock_entry e;
-
-	crypto_path_key(ancestor, key);
-	if (local_get_key(c->reg, key, c->probe, &e, c->err) != 0)
-		return -1;
-	if (e.state == LOCK_FREE)
-		return 0;
-	if (e.state == LOCK_CORRUPT)
-		snprintf(e.workspace_root, sizeof(e.workspace_root), "%s", ancestor);
-	{
-		struct lock_entry *slot = overlap_push(c, true);
-		if (slot == NULL) {
-			lock_entry_free(&e);
-			return -1;
-		}
-		*slot = e;
-	}
-	return 0;
-}
-
-static int overlap_descendants(struct overlap_ctx *c, const char *workspace)
-{
-	char key[WSL_KEY_HEX + 1], path[PATH_MAX];
-	struct dirent *de;
-	DIR *dir;
-	int fd;
-
-	if (c->reg->nest_fd < 0)
-		return 0;
-	crypto_path_key(workspace, key);
-	if (path_join(path, c->reg->path, "nest", c->err) != 0 ||
-	    path_join(path, path, key, c->err) != 0)
-		return -1;
-	fd = fsx_open_dir_checked(c->reg->nest_fd, key, path, false, c->err);
-	if (fd < 0) {
-		if (c->err->sys_errno == ENOENT && c->err->code == WSL_IO) {
-			wsl_error_clear(c->err);
-			return 0;
-		}
-		return -1;
-	}
-	dir = fdopendir(fd);
-	if (dir == NULL) {
-		fsx_close(fd);
-		return wsl_error_errno(c->err, WSL_IO, errno, "cannot read %s", path);
-	}
-	while ((de = readdir(dir)) != NULL) {
-		struct lock_entry e, *slot;
-
-		if (!key_valid(de->d_name))
-			continue;
-		if (local_get_key(c->reg, de->d_name, c->probe, &e, c->err) != 0) {
-			closedir(dir);
-			return -1;
-		}
-		if (e.state == LOCK_FREE)
-			continue;	/* an orphan marker */
-		if (e.state != LOCK_CORRUPT && !registry_path_within(e.workspace_root, workspace)) {
-			lock_entry_free(&e);
-			continue;	/* not really below: ignore */
-		}
-		slot = overlap_push(c, false);
-		if (slot == NULL) {
-			lock_entry_free(&e);
-			closedir(dir);
-			return -1;
-		}
-		*slot = e;
-	}
-	closedir(dir);
-	return 0;
-}
-
-static int local_overlaps(struct registry *reg, const char *workspace, bool probe,
-			  struct overlap **out, size_t *n, struct wsl_error *err)
-{
-	struct overlap_ctx c = { reg, probe, NULL, 0, 0, err };
-
-	*out = NULL;
-	*n = 0;
-	if (registry_for_each_ancestor(workspace, overlap_ancestor, &c) != 0 ||
-	    overlap_descendants(&c, workspace) != 0) {
-		registry_overlaps_free(c.items, c.n);
-		return -1;
-	}
-	*out = c.items;
-	*n = c.n;
-	return 0;
-}
-
-/* Whether bytes written must be fsynced: not where nothing survives. */
-static bool sync_data(const struct registry *reg)
-{
-	return reg->fs_kind != FS_VOLATILE;
-}
-
-/* fsync of a directory whose change must be durable on its own: a commit
- * point (locks/ after a rename, a lock directory after a replace). */
-static int sync_commit(const struct registry *reg, int dirfd)
-{
-	return sync_data(reg) ? fsx_fsync_dir(dirfd) : 0;
-}
-
-/* fsync of a directory changed before a commit point: needed only where
- * metadata is not committed in order (see the top of this file). */
-static int sync_before_commit(const struct registry *reg, int dirfd)
-{
-	return reg->fs_kind == FS_OTHER ? fsx_fsync_dir(dirfd) : 0;
-}
-
-enum marker_step { MARKER_ADD, MARKER_SYNC, MARKER_REMOVE };
-
-struct marker_ctx {
-	struct registry *reg;
-	const char *key;	/* the held workspace's key */
-	enum marker_step step;
-	struct wsl_error *err;
-};
-
-static int marker_apply(const char *ancestor, void *arg)
-{
-	struct marker_ctx *m = arg;
-	char akey[WSL_KEY_HEX + 1], path[PATH_MAX];
-	int fd, mfd;
-
-	crypto_path_key(ancestor, akey);
-	if (m->step == MARKER_SYNC) {
-		/* After every marker exists: the first fsync commits them all
-		 * on a journaling filesystem, the others find little to do. */
-		fd = fsx_openat(m->reg->nest_fd, akey, O_RDONLY | O_DIRECTORY, 0);
-		if (fd < 0 || sync_before_commit(m->reg, fd) != 0) {
-			wsl_error_errno(m->err, WSL_IO, errno, "cannot sync nest marker of %s",
-					ancestor);
-			fsx_close(fd);
-			return -1;
-		}
-		fsx_close(fd);
-		return 0;
-	}
-	if (m->step == MARKER_REMOVE) {
-		fd = fsx_openat(m->reg->nest_fd, akey, O_RDONLY | O_DIRECTORY, 0);
-		if (fd < 0)
-			return 0;
-		unlinkat(fd, m->key, 0);
-		fsx_close(fd);
-		/* Fails with ENOTEMPTY while other markers remain. */
-		unlinkat(m->reg->nest_fd, akey, AT_REMOVEDIR);
-		return 0;
-	}
-	if (path_join(path, m->reg->path, "nest", m->err) != 0 ||
-	    path_join(path, path, akey, m->err) != 0)
-		return -1;
-	fd = fsx_open_dir_checked(m->reg->nest_fd, akey, path, true, m->err);
-	if (fd < 0)
-		return -1;
-	mfd = fsx_openat(fd, m->key, O_WRONLY | O_CREAT | O_NONBLOCK, 0600);
-	if (mfd < 0) {
-		wsl_error_errno(m->err, WSL_IO, errno, "cannot write nest marker in %s", path);
-		fsx_close(mfd);
-		fsx_close(fd);
-		return -1;
-	}
-	fsx_close(mfd);
-	fsx_close(fd);
-	return 0;
-}
-
-static void stage_name(char out[STAGE_NAME_MAX], const char *prefix)
-{
-	char rnd[17];
-
-	crypto_random_hex(rnd, 8);
-	snprintf(out, STAGE_NAME_MAX, "%s.%ld.%s", prefix, (long)getpid(), rnd);
-}
-
-static int unpublish(struct registry *reg, const char *key,
-		     const char *workspace, struct wsl_error *err);
-
-/* Writes and publishes o; the caller holds the coordination lock and has
- * checked that nothing overlaps. */
-static int publish(struct registry *reg, const struct owner *o, int *live_fd,
-		   struct wsl_error *err)
-{
-	char key[WSL_KEY_HEX + 1], stage[STAGE_NAME_MAX], path[PATH_MAX];
-	struct marker_ctx m;
-	char *text = NULL;
-	int sfd = -1, lfd = -1;
-
-	crypto_path_key(o->workspace_root, key);
-	stage_name(stage, "acq");
-	if (path_join(path, reg->path, "tmp", err) != 0 ||
-	    path_join(path, path, stage, err) != 0)
-		return -1;
-	sfd = fsx_open_dir_checked(reg->tmp_fd, stage, path, true, err);
-	if (sfd < 0)
-		return -1;
-	text = owner_format(o, false);
-	if (text == NULL) {
-		wsl_error_set(err, WSL_INTERNAL, "cannot format the owner document");
-		goto fail;
-	}
-	{
-		size_t len = strlen(text);
-		text[len] = '\n';	/* owner_format left room: the NUL */
-		if (fsx_write_new_file(sfd, "owner.json", text, len + 1, sync_data(reg)) != 0) {
-			wsl_error_errno(err, WSL_IO, errno, "cannot write %s/owner.json", path);
-			goto fail;
-		}
-	}
-	lfd = fsx_openat(sfd, "live", O_RDWR | O_CREAT | O_EXCL, 0600);
-	if (lfd < 0) {
-		wsl_error_errno(err, WSL_IO, errno, "cannot create %s/live", path);
-		goto fail;
-	}
-	if (live_fd != NULL && fsx_flock(lfd, LOCK_EX | LOCK_NB) != 0) {
-		wsl_error_errno(err, WSL_IO, errno, "cannot lock %s/live", path);
-		goto fail;
-	}
-	CRASH_POINT("acquire:staged");
-	if (sync_before_commit(reg, sfd) != 0) {
-		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s", path);
-		goto fail;
-	}
-	CRASH_POINT("acquire:staging-synced");
-	m = (struct marker_ctx){ reg, key, MARKER_ADD, err };
-	if (registry_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0)
-		goto fail_markers;
-	m.step = MARKER_SYNC;
-	if (reg->fs_kind == FS_OTHER &&
-	    registry_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0)
-		goto fail_markers;
-	if (sync_before_commit(reg, reg->nest_fd) != 0) {
-		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s/nest", reg->path);
-		goto fail_markers;
-	}
-	CRASH_POINT("acquire:markers-written");
-	if (renameat2(reg->tmp_fd, stage, reg->locks_fd, key, RENAME_NOREPLACE) != 0) {
-		wsl_error_errno(err, WSL_IO, errno, "cannot publish the lock of %s",
-				o->workspace_root);
-		goto fail_markers;
-	}
-	CRASH_POINT("acquire:published");
-	if (sync_commit(reg, reg->locks_fd) != 0) {
-		/* Published but not durable: a holder must not work on that
-		 * promise, so take the lock back and fail. */
-		int e = errno;
-		fsx_close(sfd);
-		free(text);
-		fsx_close(lfd);
-		unpublish(reg, key, o->workspace_root, err);
-		return wsl_error_errno(err, WSL_IO, e, "cannot sync %s/locks", reg->path);
-	}
-	CRASH_POINT("acquire:dir-synced");
-	fsx_close(sfd);
-	free(text);
-	if (live_fd != NULL)
-		*live_fd = lfd;
-	else
-		fsx_close(lfd);
-	return 0;
-fail_markers:
-	m.step = MARKER_REMOVE;
-	registry_for_each_ancestor(o->workspace_root, marker_apply, &m);
-fail:
-	fsx_close(lfd);
-	fsx_close(sfd);
-	free(text);
-	fsx_remove_dir_files(reg->tmp_fd, stage);
-	return -1;
-}
-
-static int local_try_acquire(struct registry *reg, const struct owner *o,
-			     int *live_fd, struct lock_entry *conflict,
-			     struct wsl_error *err)
-{
-	char key[WSL_KEY_HEX + 1];
-	struct overlap *ov = NULL;
-	struct lock_entry self;
-	size_t n = 0, i;
-	int rc = -1;
-
-	memset(conflict, 0, sizeof(*conflict));
-	conflict->state = LOCK_FREE;
-	if (local_lock(reg, LOCK_EX, err) != 0)
-		return -1;
-	crypto_path_key(o->workspace_root, key);
-	if (local_get_key(reg, key, true, &self, err) != 0)
-		goto out;
-	if (self.state == LOCK_CORRUPT)
-		snprintf(self.workspace_root, sizeof(self.workspace_root), "%s",
-			 o->workspace_root);
-	if (self.state != LOCK_FREE)
-		registry_conflict_keep(conflict, &self);
-	if (local_overlaps(reg, o->workspace_root, true, &ov, &n, err) != 0)
-		goto out;
-	for (i = 0; i < n; i++)
-		registry_conflict_keep(conflict, &ov[i].entry);
-	if (conflict->state != LOCK_FREE) {
-		rc = ACQUIRE_CONFLICT;
-		goto out;
-	}
-	rc = publish(reg, o, live_fd, err) == 0 ? ACQUIRE_DONE : -1;
-out:
-	registry_overlaps_free(ov, n);
-	local_unlock(reg);
-	return rc;
-}
-
-/* Removes the lock key of workspace: renamed out of locks/ into tmp/ (the
- * atomic step), then its nest markers and files go. The caller holds
- * LOCK_EX. */
-static int unpublish(struct registry *reg, const char *key,
-		     const char *workspace, struct wsl_error *err)
-{
-	char gone[STAGE_NAME_MAX];
-	struct marker_ctx m;
-	struct stat st;
-
-	stage_name(gone, "rel");
-	if (renameat2(reg->locks_fd, key, reg->tmp_fd, gone, RENAME_NOREPLACE) != 0)
-		return wsl_error_errno(err, WSL_IO, errno,
-				       "cannot remove the lock of %s", workspace);
-	CRASH_POINT("release:renamed");
-	m = (struct marker_ctx){ reg, key, MARKER_REMOVE, err };
-	registry_for_each_ancestor(workspace, marker_apply, &m);
-	CRASH_POINT("release:markers-removed");
-	/* A corrupt lock may be a symlink or a file: unlink it, never follow. */
-	if (fstatat(reg->tmp_fd, gone, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
-		unlinkat(reg->tmp_fd, gone, 0);
-	else
-		fsx_remove_dir_files(reg->tmp_fd, gone);
-	return 0;
-}
-
-static int local_release(struct registry *reg, const char *workspace,
-			 const char *token, struct owner *released,
-			 struct wsl_error *err)
-{
-	char key[WSL_KEY_HEX + 1];
-	struct lock_entry e;
-	int rc = -1;
-
-	if (reg->locks_fd < 0)
-		return wsl_error_set(err, WSL_NOT_HELD, "%s is not locked", workspace);
-	if (local_lock(reg, LOCK_EX, err) != 0)
-		return -1;
-	crypto_path_key(workspace, key);
-	if (local_get_key(reg, key, false, &e, err) != 0 ||
-	    registry_check_release(workspace, token, &e, err) != 0)
-		goto out;
-	if (unpublish(reg, key, workspace, err) != 0)
-		goto out;
-	if (released != NULL)
-		*released = e.owner;
-	rc = 0;
-out:
-	lock_entry_free(&e);
-	local_unlock(reg);
-	return rc;
-}
-
-static int key_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int local_list(struct registry *reg, bool probe,
-		      int (*fn)(const struct lock_entry *e, void *arg), void *arg,
-		      struct wsl_error *err)
-{
-	char **names = NULL;
-	size_t n = 0, cap = 0, i;
-	struct dirent *de;
-	DIR *dir;
-	int fd, rc = 0;
-
-	if (reg->locks_fd < 0)
-		return 0;
-	fd = fsx_openat(reg->locks_fd, ".", O_RDONLY | O_DIRECTORY, 0);
-	if (fd < 0 || (dir = fdopendir(fd)) == NULL) {
-		fsx_close(fd);
-		return wsl_error_errno(err, WSL_IO, errno, "cannot read %s/locks", reg->path);
-	}
-	while ((de = readdir(dir)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (n == cap) {
-			char **p;
-			cap = cap ? cap * 2 : 64;
-			p = realloc(names, cap * sizeof(*p));
-			if (p == NULL) {
-				rc = wsl_error_errno(err, WSL_OS, errno, "out of memory");
-				goto out;
-			}
-			names = p;
-		}
-		names[n] = strdup(de->d_name);
-		if (names[n] == NULL) {
-			rc = wsl_error_errno(err, WSL_OS, errno, "out of memory");
-			goto out;
-		}
-		n++;
-	}
-	if (n > 0)
-		qsort(names, n, sizeof(*names), key_cmp);
-	for (i = 0; i < n && rc == 0; i++) {
-		struct lock_entry e;
-
-		if (strlen(names[i]) >= sizeof(e.key)) {
-			memset(&e, 0, sizeof(e));
-			snprintf(e.key, sizeof(e.key), "%.64s", names[i]);
-			set_corrupt(&e, "unexpected entry in locks/");
-		} else if (local_get_key(reg, names[i], probe, &e, err) != 0) {
-			rc = -1;
-			break;
-		}
-		if (e.state != LOCK_FREE)
-			rc = fn(&e, arg);
-		lock_entry_free(&e);
-	}
-out:
-	closedir(dir);
-	for (i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-	return rc;
-}
-
-/* Hands the lock directory lfd over to next in place: owner.json and live
- * are replaced by rename (each a single atomic step; owner.json is the
- * commit point), retained.json is dropped, and the directory is fsynced. */
-static int replace_owner(const struct registry *reg, int lfd, const char *dirpath,
-			 const struct owner *next,
-			 int *live_fd, struct wsl_error *err)
-{
-	char *text;
-	size_t len;
-	int nfd;
-
-	unlinkat(lfd, "owner.json.new", 0);
-	unlinkat(lfd, "live.new", 0);
-	text = owner_format(next, false);
-	if (text == NULL)
-		return wsl_error_set(err, WSL_INTERNAL, "cannot format the owner document");
-	len = strlen(text);
-	text[len] = '\n';	/* replaces the NUL; written as len + 1 bytes */
-	if (fsx_write_new_file(lfd, "owner.json.new", text, len + 1, sync_data(reg)) != 0) {
-		int e = errno;
-		free(text);
-		unlinkat(lfd, "owner.json.new", 0);
-		return wsl_error_errno(err, WSL_IO, e, "cannot write %s/owner.json.new",
-				       dirpath);
-	}
-	free(text);
-	CRASH_POINT("takeover:owner-staged");
-	nfd = fsx_openat(lfd, "live.new", O_RDWR | O_CREAT | O_EXCL, 0600);
-	if (nfd < 0 || (live_fd != NULL && fsx_flock(nfd, LOCK_EX | LOCK_NB) != 0) ||
-	    renameat(lfd, "live.new", lfd, "live") != 0) {
-		wsl_error_errno(err, WSL_IO, errno, "cannot create %s/live", dirpath);
-		fsx_close(nfd);
-		unlinkat(lfd, "owner.json.new", 0);
-		return -1;
-	}
-	CRASH_POINT("takeover:live-replaced");
-	if (renameat(lfd, "owner.json.new", lfd, "owner.json") != 0) {
-		wsl_error_errno(err, WSL_IO, errno, "cannot replace %s/owner.json", dirpath);
-		fsx_close(nfd);
-		return -1;
-	}
-	CRASH_POINT("takeover:owner-replaced");
-	unlinkat(lfd, "retained.json", 0);
-	CRASH_POINT("takeover:retained-dropped");
-	if (sync_commit(reg, lfd) != 0) {
-		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s", dirpath);
-		fsx_close(nfd);
-		return -1;
-	}
-	if (live_fd != NULL)
-		*live_fd = nfd;
-	else
-		fsx_close(nfd);
-	return 0;
-}
-
-static int local_take_over(struct registry *reg, const char *workspace,
-			   const struct registry_expect *x, const struct owner *next,
-			   int *live_fd, struct lock_entry *prior,
-			   struct wsl_error *err)
-{
-	char key[WSL_KEY_HEX + 1], dirpath[PATH_MAX];
-	struct journal_event ev = { 0 };
-	struct lock_entry *e = prior;
-	int lfd = -1, rc = -1;
-
-	memset(prior, 0, sizeof(*prior));
-	if (reg->locks_fd < 0)
-		return wsl_error_set(err, WSL_NOT_HELD, "%s is not locked", workspace);
-	if (local_lock(reg, LOCK_EX, err) != 0)
-		return -1;
-	crypto_path_key(workspace, key);
-	if (local_get_key(reg, key, true, e, err) != 0)
-		goto out;
-	if (path_join(dirpath, reg->path, "locks", err) != 0 ||
-	    path_join(dirpath, dirpath, key, err) != 0)
-		goto out;
-	ev.action = x->action;
-	ev.workspace_root = workspace;
-	ev.force_reason = x->force ? x->force_reason : NULL;
-	ev.next = next;
-
-	if (registry_check_take_over(workspace, x, e, err) != 0)
-		goto out;
-	if (e->state == LOCK_CORRUPT) {
-		ev.action = "clear-corrupt";
-		ev.prior_raw = e->raw;
-		ev.prior_raw_len = e->raw_len;
-		if (journal_append(reg->dir_fd, reg->path, &ev, sync_data(reg), err) != 0 ||
-		    unpublish(reg, key, workspace, err) != 0)
-			goto out;
-		CRASH_POINT("takeover:corrupt-removed");
-		rc = next != NULL ? publish(reg, next, live_fd, err) : 0;
-		goto out;
-	}
-	ev.prior = &e->owner;
-	ev.liveness = liveness_name(e->liveness);
-	ev.liveness_reason = e->reason;
-	if (journal_append(reg->dir_fd, reg->path, &ev, sync_data(reg), err) != 0)
-		goto out;
-	CRASH_POINT("takeover:journaled");
-	if (next == NULL) {
-		rc = unpublish(reg, key, workspace, err);
-		goto out;
-	}
-	lfd = fsx_open_dir_checked(reg->locks_fd, key, dirpath, false, err);
-	if (lfd < 0)
-		goto out;
-	rc = replace_owner(reg, lfd, dirpath, next, live_fd, err);
-out:
-	fsx_close(lfd);
-	local_unlock(reg);
-	if (rc == 0) {
-		wsl_error_clear(err);
-	}
-	return rc;
-}
-
-static int local_retain(struct registry *reg, const char *workspace,
-			const char *token, const char *json, struct wsl_error *err)
-{
-	char key[WSL_KEY_HEX + 1], dirpath[PATH_MAX];
-	struct lock_entry e;
-	int lfd = -1, rc = -1;
-
-	if (local_lock(reg, LOCK_EX, err) != 0)
-		return -1;
-	crypto_path_key(workspace, key);
-	if (local_get_key(reg, key, false, &e, err) != 0 ||
-	    registry_check_retain(workspace, token, &e, err) != 0)
-		goto out;
-	if (path_join(dirpath, reg->path, "locks", err) != 0 ||
-	    path_join(dirpath, dirpath, key, err) != 0)
-		goto out;
-	lfd = fsx_open_dir_checked(reg->locks_fd, key, dirpath, false, err);
-	if (lfd < 0)
-		goto out;
-	unlinkat(lfd, "retained.json.new", 0);
-	if (fsx_write_new_file(lfd, "retained.json.new", json, strlen(json), sync_data(reg)) != 0 ||
-	    renameat(lfd, "retained.json.new", lfd, "retained.json") != 0 ||
-	    sync_commit(reg, lfd) != 0) {
-		wsl_error_errno(err, WSL_IO, errno, "cannot write %s/retained.json", dirpath);
-		goto out;
-	}
-	CRASH_POINT("retain:written");
-	rc = 0;
-out:
-	fsx_close(lfd);
-	lock_entry_free(&e);
-	local_unlock(reg);
-	return rc;
-}
-
-/* Lists the names in directory fd (not "." or ".."); *out NULL-terminated. */
-static int list_names(int fd, char ***out, size_t *n)
-{
-	struct dirent *de;
-	size_t cap = 0;
-	char **names = NULL;
-	DIR *dir;
-	int dfd;
-
-	*out = NULL;
-	*n = 0;
-	dfd = fsx_openat(fd, ".", O_RDONLY | O_DIRECTORY, 0);
-	if (dfd < 0 || (dir = fdopendir(dfd)) == NULL) {
-		fsx_close(dfd);
-		return -1;
-	}
-	while ((de = readdir(dir)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (*n + 1 >= cap) {
-			char **p;
-			cap = cap ? cap * 2 : 16;
-			p = realloc(names, cap * sizeof(*p));
-			if (p == NULL)
-				break;
-			names = p;
-		}
-		names[*n] = strdup(de->d_name);
-		if (names[*n] == NULL)
-			break;
-		(*n)++;
-		names[*n] = NULL;
-	}
-	closedir(dir);
-	*out = names;
-	return 0;
-}
-
-static void free_names(char **names, size_t n)
+void registry_overlaps_free(struct overlap *o, size_t n)
 {
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
+		lock_entry_free(&o[i].entry);
+	free(o);
 }
 
-static int local_garbage(struct registry *reg, bool remove, size_t *staging,
-			 size_t *orphan_markers, struct wsl_error *err)
+int registry_default_path(const char *dir, char out[PATH_MAX],
+			  struct wsl_error *err)
 {
-	char **names = NULL, **markers = NULL;
-	size_t n = 0, m = 0, i, j;
+	char base[PATH_MAX], cwd[PATH_MAX];
+	const char *env;
+	int n;
 
-	*staging = *orphan_markers = 0;
-	if (reg->tmp_fd >= 0) {
-		if (list_names(reg->tmp_fd, &names, &n) != 0)
-			return wsl_error_errno(err, WSL_IO, errno, "cannot read %s/tmp", reg->path);
-		for (i = 0; i < n; i++) {
-			struct stat st;
-			(*staging)++;
-			if (!remove)
-				continue;
-			if (fstatat(reg->tmp_fd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-			    S_ISDIR(st.st_mode))
-				fsx_remove_dir_files(reg->tmp_fd, names[i]);
-			else
-				unlinkat(reg->tmp_fd, names[i], 0);
-			CRASH_POINT("garbage:staging-removed");
-		}
-		free_names(names, n);
-	}
-	if (reg->nest_fd < 0)
-		return 0;
-	if (list_names(reg->nest_fd, &names, &n) != 0)
-		return wsl_error_errno(err, WSL_IO, errno, "cannot read %s/nest", reg->path);
-	for (i = 0; i < n; i++) {
-		int afd = fsx_openat(reg->nest_fd, names[i], O_RDONLY | O_DIRECTORY, 0);
-		if (afd < 0)
-			continue;
-		if (list_names(afd, &markers, &m) == 0) {
-			for (j = 0; j < m; j++) {
-				struct stat st;
-				if (reg->locks_fd >= 0 &&
-				    fstatat(reg->locks_fd, markers[j], &st, AT_SYMLINK_NOFOLLOW) == 0)
-					continue;
-				(*orphan_markers)++;
-				if (remove)
-					unlinkat(afd, markers[j], 0);
+	if (dir == NULL || dir[0] == '\0') {
+		env = getenv("WSLOCK_DIR");
+		if (env != NULL && env[0] != '\0') {
+			/* Relative, it would name another registry in every
+			 * working directory: two holders of one workspace. */
+			if (env[0] != '/')
+				return wsl_error_set(err, WSL_USAGE,
+						     "WSLOCK_DIR must be an absolute path, not '%s'", env);
+			dir = env;
+		} else {
+			env = getenv("XDG_STATE_HOME");
+			if (env != NULL && env[0] == '/') {
+				n = snprintf(base, sizeof(base), "%s/wslock", env);
+			} else {
+				env = getenv("HOME");
+				if (env == NULL || env[0] != '/')
+					return wsl_error_set(err, WSL_USAGE,
+							     "no registry directory: set -d, WSLOCK_DIR or HOME");
+				n = snprintf(base, sizeof(base), "%s/.local/state/wslock", env);
 			}
-			free_names(markers, m);
+			if (n < 0 || n >= (int)sizeof(base))
+				return wsl_error_set(err, WSL_UNSAFE_PATH,
+						     "registry path is longer than PATH_MAX");
+			dir = base;
 		}
-		fsx_close(afd);
-		if (remove)
-			unlinkat(reg->nest_fd, names[i], AT_REMOVEDIR);
 	}
-	free_names(names, n);
+	if (dir[0] == '/') {
+		n = snprintf(out, PATH_MAX, "%s", dir);
+	} else {
+		if (getcwd(cwd, sizeof(cwd)) == NULL)
+			return wsl_error_errno(err, WSL_OS, errno,
+					       "cannot get the working directory");
+		n = snprintf(out, PATH_MAX, "%s/%s", cwd, dir);
+	}
+	if (n < 0 || n >= PATH_MAX)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "registry path is longer than PATH_MAX");
+	/* Trailing slashes would make lstat follow a symlink. */
+	while (n > 1 && out[n - 1] == '/')
+		out[--n] = '\0';
 	return 0;
 }
 
-/* Reads the lock of a workspace by its path. */
-static int local_get(struct registry *reg, const char *workspace, bool probe,
-		     struct lock_entry *e, struct wsl_error *err)
+/* Folds an absolute path lexically: "//" and "." dropped, ".." pops. */
+static int fold_path(const char *in, char out[PATH_MAX])
 {
-	char key[WSL_KEY_HEX + 1];
+	size_t len = 0;
+	const char *p = in;
 
-	crypto_path_key(workspace, key);
-	if (local_get_key(reg, key, probe, e, err) != 0)
-		return -1;
-	if (e->state == LOCK_CORRUPT)
-		snprintf(e->workspace_root, sizeof(e->workspace_root), "%s", workspace);
+	out[0] = '\0';
+	while (*p != '\0') {
+		const char *start;
+		size_t n;
+
+		while (*p == '/')
+			p++;
+		start = p;
+		while (*p != '\0' && *p != '/')
+			p++;
+		n = (size_t)(p - start);
+		if (n == 0 || (n == 1 && start[0] == '.'))
+			continue;
+		if (n == 2 && start[0] == '.' && start[1] == '.') {
+			while (len > 0 && out[len - 1] != '/')
+				len--;
+			if (len > 0)
+				len--;
+			out[len] = '\0';
+			continue;
+		}
+		if (len + 1 + n >= PATH_MAX)
+			return -1;
+		out[len++] = '/';
+		memcpy(out + len, start, n);
+		len += n;
+		out[len] = '\0';
+	}
+	if (len == 0) {
+		out[0] = '/';
+		out[1] = '\0';
+	}
 	return 0;
 }
 
-static int local_wait_prepare(struct registry *reg, struct wsl_error *err)
+/* True when inner is outer or lies below it. */
+bool registry_path_within(const char *inner, const char *outer)
 {
+	size_t n = strlen(outer);
+
+	if (strcmp(outer, "/") == 0)
+		return true;
+	return strncmp(inner, outer, n) == 0 &&
+	       (inner[n] == '\0' || inner[n] == '/');
+}
+
+int registry_workspace(const struct registry *reg, const char *arg,
+		       bool allow_missing, char out[PATH_MAX],
+		       struct wsl_error *err)
+{
+	char abs[PATH_MAX], cwd[PATH_MAX];
+	struct stat st;
+	json_t *probe;
+
+	if (arg[0] == '\0')
+		return wsl_error_set(err, WSL_USAGE, "empty workspace path");
+	if (realpath(arg, out) == NULL) {
+		int e = errno;
+		if (!allow_missing || (e != ENOENT && e != ENOTDIR))
+			return wsl_error_errno(err, WSL_NO_WORKSPACE, e,
+					       "workspace %s", arg);
+		if (arg[0] == '/') {
+			snprintf(abs, sizeof(abs), "%s", arg);
+		} else {
+			if (getcwd(cwd, sizeof(cwd)) == NULL ||
+			    snprintf(abs, sizeof(abs), "%s/%s", cwd, arg) >= (int)sizeof(abs))
+				return wsl_error_errno(err, WSL_NO_WORKSPACE, e,
+						       "workspace %s", arg);
+		}
+		if (fold_path(abs, out) != 0)
+			return wsl_error_set(err, WSL_UNSAFE_PATH,
+					     "workspace path %s is longer than PATH_MAX", arg);
+	} else {
+		if (stat(out, &st) != 0)
+			return wsl_error_errno(err, WSL_NO_WORKSPACE, errno,
+					       "workspace %s", arg);
+		if (!S_ISDIR(st.st_mode))
+			return wsl_error_set(err, WSL_NO_WORKSPACE,
+					     "workspace %s is not a directory", arg);
+	}
+	if (strcmp(out, "/") == 0)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "refusing / as a workspace: it would contain every other workspace and the registry");
+	if (!owner_path_canonical(out))
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "workspace path %s has control characters",
+				     arg);
+	probe = json_string(out);
+	if (probe == NULL)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "workspace path %s is not valid UTF-8", arg);
+	json_decref(probe);
+	if (reg->path[0] == '\0')
+		return 0;	/* no registry directory to keep apart (etcd, or
+				 * not opened yet) */
+	if (registry_path_within(reg->real, out) || registry_path_within(reg->path, out))
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "registry %s lies inside workspace %s; choose a registry outside it (-d or WSLOCK_DIR)",
+				     reg->path, out);
+	if (registry_path_within(out, reg->real))
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "workspace %s lies inside the registry %s",
+				     out, reg->path);
+	return 0;
+}
+
+
+/* How much waiting cannot cure a conflict: higher is reported first. */
+static int conflict_rank(const struct lock_entry *e)
+{
+	switch (e->state) {
+	case LOCK_CORRUPT:
+		return 4;
+	case LOCK_RETAINED:
+		return 3;
+	case LOCK_HELD:
+		return e->liveness == LIVENESS_DEAD ? 2 : 1;
+	case LOCK_FREE:
+	default:
+		return 0;
+	}
+}
+
+struct lock_entry *registry_overlap_push(struct overlap **items, size_t *n,
+					 size_t *cap, bool ancestor,
+					 struct wsl_error *err)
+{
+	if (*n == *cap) {
+		size_t grown = *cap ? *cap * 2 : 8;
+		struct overlap *p = realloc(*items, grown * sizeof(*p));
+		if (p == NULL) {
+			wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+			return NULL;
+		}
+		*items = p;
+		*cap = grown;
+	}
+	memset(&(*items)[*n], 0, sizeof((*items)[*n]));
+	(*items)[*n].ancestor = ancestor;
+	return &(*items)[(*n)++].entry;
+}
+
+void registry_conflict_keep(struct lock_entry *best, struct lock_entry *cand)
+{
+	if (best->state == LOCK_FREE || conflict_rank(cand) > conflict_rank(best)) {
+		lock_entry_free(best);
+		*best = *cand;
+	} else {
+		lock_entry_free(cand);
+	}
+	memset(cand, 0, sizeof(*cand));
+}
+
+int registry_check_release(const char *workspace, const char *token,
+			   const struct lock_entry *e, struct wsl_error *err)
+{
+	switch (e->state) {
+	case LOCK_FREE:
+		return wsl_error_set(err, WSL_NOT_HELD, "%s is not locked", workspace);
+	case LOCK_CORRUPT:
+		wsl_error_detail(&err->path, e->lock_path);
+		return wsl_error_set(err, WSL_LOCK_CORRUPT,
+				     "the lock of %s is corrupt (%s); nothing released",
+				     workspace, e->problem);
+	default:
+		break;
+	}
+	if (strcmp(e->owner.token, token) != 0) {
+		wsl_error_detail(&err->holder, e->raw);
+		if (e->owner.has_recovery_of && strcmp(e->owner.recovery_of, token) == 0)
+			return wsl_error_set(err, WSL_OWNERSHIP_LOST,
+					     "%s was taken over from token %s by recover: it is now held by pid %ld on %s (token %s); nothing released",
+					     workspace, token, (long)e->owner.pid, e->owner.host,
+					     e->owner.token);
+		return wsl_error_set(err, WSL_OWNERSHIP_LOST,
+				     "%s is held by pid %ld on %s with token %s, not %s: the lock was taken over (recover or reclaim) or the token is mistyped; nothing released",
+				     workspace, (long)e->owner.pid, e->owner.host, e->owner.token, token);
+	}
+	if (e->state == LOCK_RETAINED) {
+		wsl_error_detail(&err->holder, e->raw);
+		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
+				     "%s is retained for recovery; only 'wslock recover' with its exact owner clears it",
+				     workspace);
+	}
+	return 0;
+}
+
+int registry_check_retain(const char *workspace, const char *token,
+			  const struct lock_entry *e, struct wsl_error *err)
+{
+	if (e->state == LOCK_FREE)
+		return wsl_error_set(err, WSL_OWNERSHIP_LOST,
+				     "the lock of %s was removed while held; nothing retained",
+				     workspace);
+	if (!e->has_owner || strcmp(e->owner.token, token) != 0) {
+		wsl_error_detail(&err->holder, e->raw);
+		return wsl_error_set(err, WSL_OWNERSHIP_LOST,
+				     "%s is now held by another owner; nothing retained", workspace);
+	}
+	return 0;
+}
+
+int registry_check_take_over(const char *workspace, const struct registry_expect *x,
+			     const struct lock_entry *e, struct wsl_error *err)
+{
+	if (e->state == LOCK_FREE)
+		return wsl_error_set(err, WSL_NOT_HELD,
+				     "%s is not locked: nothing to take over", workspace);
+	if (e->state == LOCK_CORRUPT) {
+		wsl_error_detail(&err->path, e->lock_path);
+		if (e->raw == NULL)
+			return wsl_error_set(err, WSL_LOCK_CORRUPT,
+					     "the lock of %s is corrupt (%s) and its document cannot be read; after checking, remove it by hand (%s)",
+					     workspace, e->problem, e->lock_path);
+		if (x->raw == NULL || x->raw_len != e->raw_len ||
+		    memcmp(x->raw, e->raw, e->raw_len) != 0)
+			return wsl_error_set(err, WSL_LOCK_CORRUPT,
+					     "the lock of %s is corrupt (%s); it is cleared only by recover given its exact bytes (%s) with --force --reason",
+					     workspace, e->problem, e->lock_path);
+		if (!x->force)
+			return wsl_error_set(err, WSL_LOCK_CORRUPT,
+					     "the lock of %s is corrupt (%s); clearing it needs --force --reason",
+					     workspace, e->problem);
+		return 0;
+	}
+	if (x->owner == NULL) {
+		wsl_error_detail(&err->holder, e->raw);
+		return wsl_error_set(err, WSL_INVALID_OWNER,
+				     "the expected owner document is not valid (%s); nothing changed",
+				     x->invalid_why ? x->invalid_why : "unreadable");
+	}
+	if (!owner_equal(x->owner, &e->owner)) {
+		char keys[256];
+		owner_diff(x->owner, &e->owner, keys, sizeof(keys));
+		wsl_error_detail(&err->holder, e->raw);
+		return wsl_error_set(err, WSL_OWNER_MISMATCH,
+				     "the owner of %s is not the one expected: %s differ%s (now pid %ld on %s, token %s); nothing changed",
+				     workspace, keys, strchr(keys, ',') ? "" : "s",
+				     (long)e->owner.pid, e->owner.host, e->owner.token);
+	}
+	wsl_error_detail(&err->holder, e->raw);
+	wsl_error_detail(&err->liveness, liveness_name(e->liveness));
+	wsl_error_detail(&err->liveness_reason, e->reason);
+	if (e->state == LOCK_RETAINED && !x->allow_retained)
+		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
+				     "%s is retained for recovery; only 'wslock recover' clears it",
+				     workspace);
+	if (e->liveness == LIVENESS_LIVE)
+		return wsl_error_set(err, WSL_OWNER_LIVE,
+				     "the owner of %s is alive (%s); a live owner is never displaced",
+				     workspace, e->reason);
+	if (e->liveness == LIVENESS_UNKNOWN && !x->force)
+		return wsl_error_set(err, WSL_LIVENESS_UNKNOWN,
+				     "the owner of %s cannot be proven dead (%s); after checking that host, use --force --reason",
+				     workspace, e->reason);
+	return 0;
+}
+
+int registry_open(struct registry *reg, const struct registry_config *cfg,
+		  bool create, struct wsl_error *err)
+{
+	const char *backend = cfg->backend;
 	char path[PATH_MAX];
 
-	if (reg->watch_fd >= 0)
-		return 0;
-	if (path_join(path, reg->path, "locks", err) != 0)
+	if (backend == NULL || backend[0] == '\0')
+		backend = getenv("WSLOCK_BACKEND");
+	if (backend == NULL || backend[0] == '\0' || strcmp(backend, "local") == 0) {
+		if (registry_default_path(cfg->lock_dir, path, err) != 0)
+			return -1;
+		return local_open(reg, path, cfg->workspace, create, err);
+	}
+	if (strcmp(backend, "etcd") == 0) {
+		memset(reg, 0, sizeof(*reg));
+		reg->dir_fd = reg->locks_fd = reg->nest_fd = reg->tmp_fd = -1;
+		reg->coord_fd = reg->watch_fd = -1;
+		return etcd_registry_open(reg, cfg, err);
+	}
+	return wsl_error_set(err, WSL_USAGE, "unknown backend '%s' (local or etcd)", backend);
+}
+
+int registry_open_for(struct registry *reg, struct registry_config *cfg,
+		      const char *arg, bool allow_missing, bool create,
+		      char ws[PATH_MAX], struct wsl_error *err)
+{
+	struct registry none;
+
+	memset(&none, 0, sizeof(none));
+	if (registry_workspace(&none, arg, allow_missing, ws, err) != 0)
 		return -1;
-	reg->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (reg->watch_fd < 0)
-		return wsl_error_errno(err, WSL_OS, errno, "inotify_init1");
-	/* A release renames locks/KEY away (IN_MOVED_FROM); a removal by hand
-	 * deletes it (IN_DELETE). IN_DONT_FOLLOW: never through a symlink. */
-	if (inotify_add_watch(reg->watch_fd, path, IN_MOVED_FROM | IN_DELETE |
-			      IN_ONLYDIR | IN_DONT_FOLLOW) < 0) {
-		wsl_error_errno(err, WSL_OS, errno, "inotify_add_watch %s", path);
-		fsx_close(reg->watch_fd);
-		reg->watch_fd = -1;
+	cfg->workspace = ws;
+	if (registry_open(reg, cfg, create, err) != 0)
+		return -1;
+	if (registry_workspace(reg, arg, allow_missing, ws, err) != 0) {
+		registry_close(reg);
 		return -1;
 	}
 	return 0;
 }
 
-static int local_wait(struct registry *reg, int sigfd, long timeout_ms,
-		      struct wsl_error *err)
+const char *registry_backend(const struct registry *reg)
 {
-	struct pollfd pfd[2];
-	char buf[4096];
-	nfds_t n = 0;
-
-	if (reg->watch_fd >= 0) {
-		pfd[n].fd = reg->watch_fd;
-		pfd[n].events = POLLIN;
-		pfd[n++].revents = 0;
-	}
-	if (sigfd >= 0) {
-		pfd[n].fd = sigfd;
-		pfd[n].events = POLLIN;
-		pfd[n++].revents = 0;
-	}
-	if (poll(pfd, n, (int)timeout_ms) < 0 && errno != EINTR)
-		return wsl_error_errno(err, WSL_OS, errno, "poll");
-	if (reg->watch_fd >= 0)
-		while (read(reg->watch_fd, buf, sizeof(buf)) > 0)
-			;
-	return sigfd >= 0 && (pfd[n - 1].revents & POLLIN) ? 1 : 0;
+	return reg->ops != NULL ? reg->ops->name : "none";
 }
 
-const struct registry_ops registry_local_ops = {
-	.name = "local",
-	.close = local_close,
-	.lock = local_lock,
-	.unlock = local_unlock,
-	.get = local_get,
-	.overlaps = local_overlaps,
-	.try_acquire = local_try_acquire,
-	.release = local_release,
-	.list = local_list,
-	.take_over = local_take_over,
-	.retain = local_retain,
-	.garbage = local_garbage,
-	.wait_prepare = local_wait_prepare,
-	.wait = local_wait,
-	.keepalive = NULL,
+void registry_close(struct registry *reg)
+{
+	if (reg->ops != NULL)
+		reg->ops->close(reg);
+}
+
+int registry_coord_lock(struct registry *reg, int op, struct wsl_error *err)
+{
+	return reg->ops->lock != NULL ? reg->ops->lock(reg, op, err) : 0;
+}
+
+void registry_coord_unlock(struct registry *reg)
+{
+	if (reg->ops->unlock != NULL)
+		reg->ops->unlock(reg);
+}
+
+int registry_get(struct registry *reg, const char *workspace, bool probe,
+		 struct lock_entry *e, struct wsl_error *err)
+{
+	return reg->ops->get(reg, workspace, probe, e, err);
+}
+
+int registry_overlaps(struct registry *reg, const char *workspace, bool probe,
+		      struct overlap **out, size_t *n, struct wsl_error *err)
+{
+	return reg->ops->overlaps(reg, workspace, probe, out, n, err);
+}
+
+int registry_try_acquire(struct registry *reg, const struct owner *o,
+			 int *live_fd, struct lock_entry *conflict,
+			 struct wsl_error *err)
+{
+	return reg->ops->try_acquire(reg, o, live_fd, conflict, err);
+}
+
+int registry_release(struct registry *reg, const char *workspace,
+		     const char *token, struct owner *released,
+		     struct wsl_error *err)
+{
+	return reg->ops->release(reg, workspace, token, released, err);
+}
+
+int registry_list(struct registry *reg, bool probe,
+		  int (*fn)(const struct lock_entry *e, void *arg), void *arg,
+		  struct wsl_error *err)
+{
+	return reg->ops->list(reg, probe, fn, arg, err);
+}
+
+int registry_take_over(struct registry *reg, const char *workspace,
+		       const struct registry_expect *x, const struct owner *next,
+		       int *live_fd, struct lock_entry *prior,
+		       struct wsl_error *err)
+{
+	return reg->ops->take_over(reg, workspace, x, next, live_fd, prior, err);
+}
+
+int registry_retain(struct registry *reg, const char *workspace,
+		    const char *token, const char *json, struct wsl_error *err)
+{
+	return reg->ops->retain(reg, workspace, token, json, err);
+}
+
+int registry_garbage(struct registry *reg, bool remove, size_t *staging,
+		     size_t *orphan_markers, struct wsl_error *err)
+{
+	return reg->ops->garbage(reg, remove, staging, orphan_markers, err);
+}
+
+int registry_wait_prepare(struct registry *reg, struct wsl_error *err)
+{
+	return reg->ops->wait_prepare != NULL ? reg->ops->wait_prepare(reg, err) : 0;
+}
+
+int registry_wait(struct registry *reg, int sigfd, long timeout_ms,
+		  struct wsl_error *err)
+{
+	return reg->ops->wait(reg, sigfd, timeout_ms, err);
+}
+
+int registry_keepalive(struct registry *reg, const struct owner *o,
+		       long *next_ms, long *ttl_ms, struct wsl_error *err)
+{
+	*next_ms = -1;
+	*ttl_ms = -1;
+	return reg->ops->keepalive != NULL ?
+		reg->ops->keepalive(reg, o, next_ms, ttl_ms, err) : 0;
+}
+
+void registry_lease_lost(struct wsl_error *err, const char *workspace)
+{
+	if (err->code != WSL_OWNERSHIP_LOST)
+		wsl_error_prefix(err, WSL_OWNERSHIP_LOST,
+				 "the lease of %s could not be renewed before it expired",
+				 workspace);
+}
+
+struct token_ctx {
+	struct registry *reg;
+	const char *token;
+	char *out;
+	struct wsl_error *err;
 };
+
+static int token_match(const char *ws, void *arg)
+{
+	struct token_ctx *t = arg;
+	struct lock_entry e;
+	int found;
+
+	if (registry_get(t->reg, ws, false, &e, t->err) != 0)
+		return -1;
+	found = e.has_owner && strcmp(e.owner.token, t->token) == 0;
+	if (found)
+		snprintf(t->out, PATH_MAX, "%s", e.owner.workspace_root);
+	lock_entry_free(&e);
+	return found;
+}
+
+int registry_find_token(struct registry *reg, const char *workspace,
+			const char *token, char out[PATH_MAX],
+			struct wsl_error *err)
+{
+	struct token_ctx t = { reg, token, out, err };
+	int rc;
+
+	rc = token_match(workspace, &t);
+	if (rc != 0)
+		return rc;
+	return registry_for_each_ancestor(workspace, token_match, &t);
+}
+

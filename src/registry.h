@@ -3,8 +3,9 @@
  * The operations every backend implements: get, try-acquire (publish),
  * release, compare-and-swap take-over, retain, list, the overlap queries and
  * waiting for a change. The commands call only these functions and never
- * know which backend answers: the local on-disk registry (registry.c, the
- * default) or etcd (registry_etcd.c). The core never prints and never
+ * know which backend answers: the local on-disk registry (registry_local.c,
+ * the default) or etcd (registry_etcd.c); registry.c is the front end that
+ * selects one and dispatches to it (registry_backend.h). The core never prints and never
  * exits: every function returns 0 (or a documented positive value) or -1
  * and fills a struct wsl_error.
  */

@@ -34,7 +34,7 @@
  * after the request was sent) is settled by reading back: our token in the
  * stored bytes (or our journal or retained key) means it was applied.
  */
-#include "backend.h"
+#include "registry_backend.h"
 #include "journal.h"
 #include "etcd.h"
 #include "platform.h"

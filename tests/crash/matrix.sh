@@ -47,7 +47,7 @@ unset WSLOCK_TOKEN WSLOCK_WORKSPACE WSLOCK_OWNER WSLOCK_HOST WSLOCK_ALLOW_NETWOR
 	WSLOCK_FENCE WSLOCK_CRASH_AT WSLOCK_TEST_FSTYPE XDG_STATE_HOME
 
 # Every step named by CRASH_POINT in the sources, in source order.
-mapfile -t STEPS < <(grep -ho 'CRASH_POINT("[^"]*")' "$ROOT"/src/registry.c "$ROOT"/src/journal.c \
+mapfile -t STEPS < <(grep -ho 'CRASH_POINT("[^"]*")' "$ROOT"/src/registry_local.c "$ROOT"/src/journal.c \
 	"$ROOT"/src/*.c 2>/dev/null | sed 's/CRASH_POINT("\(.*\)")/\1/' | awk '!seen[$0]++')
 if [ "${#STEPS[@]}" -eq 0 ]; then
 	echo "matrix.sh: no CRASH_POINT found in $ROOT/src" >&2

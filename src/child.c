@@ -1,4 +1,4 @@
-/* supervise.c - running a command under a held lock (run, recover, reclaim).
+/* child.c - running a command under a held lock (run, recover, reclaim).
  *
  * The child inherits exactly one descriptor of ours: the holder's live file,
  * flock()ed exclusively (DESIGN.md section 4). While the child, or anything
@@ -11,7 +11,7 @@
  * SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are forwarded to it. The child gets
  * the original signal mask back before exec.
  */
-#include "cli.h"
+#include "child.h"
 #include "fsx.h"
 #include "platform.h"
 
@@ -32,7 +32,7 @@
 #define INHERITED_MAX 1024
 static unsigned char inherited[INHERITED_MAX / 8];
 
-void cli_note_inherited_fds(void)
+void child_note_inherited_fds(void)
 {
 	struct dirent *de;
 	DIR *dir = opendir("/proc/self/fd");
@@ -51,7 +51,7 @@ void cli_note_inherited_fds(void)
 	closedir(dir);
 }
 
-void cli_close_own_fds(int keep)
+void child_close_own_fds(int keep)
 {
 	struct dirent *de;
 	DIR *dir = opendir("/proc/self/fd");
@@ -73,7 +73,7 @@ void cli_close_own_fds(int keep)
 		close(fds[i]);
 }
 
-int cli_block_signals(sigset_t *orig, struct wsl_error *err)
+int child_block_signals(sigset_t *orig, struct wsl_error *err)
 {
 	static const int sigs[] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP,
 				    SIGUSR1, SIGUSR2, SIGCHLD };
@@ -92,35 +92,7 @@ int cli_block_signals(sigset_t *orig, struct wsl_error *err)
 	return fd;
 }
 
-void cli_default_purpose(const char *prefix, char **cmd,
-			 char out[OWNER_PURPOSE_MAX + 1])
-{
-	size_t len, i;
-
-	len = (size_t)snprintf(out, OWNER_PURPOSE_MAX + 1, "%s", prefix);
-	if (len > OWNER_PURPOSE_MAX)
-		len = OWNER_PURPOSE_MAX;
-	for (; *cmd != NULL && len < OWNER_PURPOSE_MAX; cmd++) {
-		out[len++] = ' ';
-		for (i = 0; (*cmd)[i] != '\0' && len < OWNER_PURPOSE_MAX; i++) {
-			unsigned char ch = (unsigned char)(*cmd)[i];
-			out[len++] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
-		}
-	}
-	out[len] = '\0';
-}
-
-int cli_split_command(int argc, char **argv)
-{
-	int i;
-
-	for (i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--") == 0)
-			return i;
-	return argc;
-}
-
-void cli_exec(char **cmd)
+void child_exec(char **cmd)
 {
 	int e;
 
@@ -166,7 +138,7 @@ static void signal_command(pid_t child, bool own_group, int sig)
  * Fills *wstatus; returns 0, or -1 with err (the command has ended then).
  */
 static int supervise(struct registry *reg, const struct owner *o,
-		     const struct cli_child *ch, int live_fd, int *wstatus,
+		     const struct child *ch, int live_fd, int *wstatus,
 		     struct wsl_error *err)
 {
 	long long keep_at = -1, lease_until = -1, kill_at = -1;
@@ -189,7 +161,7 @@ static int supervise(struct registry *reg, const struct owner *o,
 		return wsl_error_errno(err, WSL_OS, errno, "cannot fork");
 	if (child == 0) {
 		int flags = live_fd >= 0 ? fcntl(live_fd, F_GETFD) : -1;
-		cli_close_own_fds(live_fd);
+		child_close_own_fds(live_fd);
 		if (flags >= 0)
 			fcntl(live_fd, F_SETFD, flags & ~FD_CLOEXEC);
 		if (own_group)
@@ -202,7 +174,7 @@ static int supervise(struct registry *reg, const struct owner *o,
 				strerror(errno));
 			_exit(126);
 		}
-		cli_exec(ch->cmd);
+		child_exec(ch->cmd);
 	}
 	if (own_group)
 		setpgid(child, child);	/* both sides: no race with exec */
@@ -291,8 +263,8 @@ static char *retained_doc(const struct owner *o, int wstatus)
 	return text;
 }
 
-int cli_run_held(struct cli *c, struct registry *reg, const struct owner *o,
-		 int live_fd, const struct cli_child *ch)
+int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
+		   int live_fd, const struct child *ch)
 {
 	struct wsl_error err = { 0 };
 	int wstatus = 0, status;

@@ -1,12 +1,13 @@
-/* backend.h - what a registry backend implements (internal to src/).
+/* registry_backend.h - what a registry backend implements (internal to
+ * src/: the front end registry.c and the backends include it).
  *
  * Every function has the contract of the registry_* function of the same
  * name in registry.h; registry_open has selected the backend and filled
  * reg->ops. A NULL entry means "nothing to do" (lock, unlock, wait_prepare,
  * keepalive).
  */
-#ifndef WSLOCK_BACKEND_H
-#define WSLOCK_BACKEND_H
+#ifndef WSLOCK_REGISTRY_BACKEND_H
+#define WSLOCK_REGISTRY_BACKEND_H
 
 #include "registry.h"
 
@@ -43,7 +44,7 @@ struct registry_ops {
 			 long *next_ms, long *ttl_ms, struct wsl_error *err);
 };
 
-/* The local on-disk registry (registry.c). */
+/* The local on-disk registry (registry_local.c). */
 extern const struct registry_ops registry_local_ops;
 
 /* The etcd backend (registry_etcd.c): opens reg from cfg. */

@@ -1,0 +1,63 @@
+/* child.h - running a command under a held lock (run, recover, reclaim):
+ * signals, keeping the lock alive, the child's descriptors and environment.
+ * Like the rest of the command layer it may print; it reports through
+ * cli_fail. */
+#ifndef WSLOCK_CHILD_H
+#define WSLOCK_CHILD_H
+
+#include <signal.h>
+#include <stdbool.h>
+
+#include "cli.h"
+#include "registry.h"
+
+/* How a command runs under a held lock. */
+struct child {
+	char **cmd;			/* argv, NULL-terminated */
+	const char *cwd;		/* chdir here before exec, or NULL */
+	bool stdout_to_stderr;		/* the command's stdout goes to our stderr
+					 * (reclaim: stdout is JSON only) */
+	bool retain_on_failure;		/* keep the lock, retained, if it fails */
+	int sigfd;			/* from child_block_signals */
+	const sigset_t *orig_mask;	/* restored in the child */
+	long kill_after_ms;		/* lease lost: SIGTERM, then SIGKILL after
+					 * this long (ms); 0: 10000 */
+};
+
+/*
+ * Blocks SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 and SIGCHLD and
+ * returns a signalfd (O_CLOEXEC, non-blocking) reading them; the previous
+ * mask goes to *orig. -1 with err on failure.
+ */
+int child_block_signals(sigset_t *orig, struct wsl_error *err);
+
+/*
+ * Runs ch->cmd as a child while o's lock is held (live_fd is the holder's
+ * live file: the child inherits it, the one descriptor it gets from us),
+ * with WSLOCK_WORKSPACE, WSLOCK_TOKEN and WSLOCK_OWNER set; SIGTERM, SIGHUP,
+ * SIGUSR1 and SIGUSR2 are forwarded, SIGINT and SIGQUIT left to the child.
+ * Then releases the lock, or with retain_on_failure and a failed child
+ * marks it retained. Closes live_fd. Returns the exit status for wslock:
+ * the child's (128+N for signal N), or the error's (78 when the lock was
+ * taken over meanwhile), after reporting it.
+ */
+int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
+		   int live_fd, const struct child *ch);
+
+/*
+ * Remembers which descriptors above 2 the process inherited (called first
+ * thing in main): they are the caller's and pass through to a command, as
+ * with flock(1). Everything else above 2 is wslock's own.
+ */
+void child_note_inherited_fds(void);
+
+/* In a forked child: closes every descriptor above 2 that wslock opened,
+ * except keep (-1: none). Libraries (libcurl) do not all open theirs
+ * O_CLOEXEC; this is the guarantee that the command gets only keep. */
+void child_close_own_fds(int keep);
+
+/* Replaces the process with cmd (execvp); on failure says why and exits
+ * 127 (not found) or 126. */
+void child_exec(char **cmd) __attribute__((noreturn));
+
+#endif

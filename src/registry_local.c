@@ -1,0 +1,1207 @@
+/* registry_local.c - the local backend: the on-disk lock protocol
+ * (DESIGN.md section 5).
+ *
+ * Layout, below the registry directory (0700, owned by the caller):
+ *
+ *   .coordination   flock(2)ed LOCK_EX around every mutation, LOCK_SH by
+ *                   readers. A kernel lock: it dies with its holder, so a
+ *                   crash never leaves the registry locked.
+ *   locks/KEY/      one per held workspace, KEY = BLAKE2b-256 hex of the
+ *                   canonical path: owner.json (0600), live (flock()ed by a
+ *                   running `run` and inherited by its command), and
+ *                   retained.json when kept for recovery.
+ *   nest/A/KEY      an empty marker for each proper ancestor A of a held
+ *                   workspace KEY; a new lock on A finds its descendants by
+ *                   reading nest/A, never by scanning locks/.
+ *   tmp/            staging (acq.PID.RAND) and release (rel.PID.RAND)
+ *                   directories.
+ *
+ * Invariants: a lock exists iff locks/KEY exists, and it never exists
+ * half-written, because it appears by one rename(2) of a complete, fsynced
+ * staging directory. Every lock has its nest markers before it appears
+ * (markers are written and fsynced first), so no interleaving lets an
+ * ancestor and a descendant be held at once. A marker without its lock is
+ * an orphan and is ignored.
+ *
+ * A crash (or SIGKILL) leaves, by step:
+ *  - acquire, before the rename: a staging directory in tmp/ and possibly
+ *    orphan markers; the workspace is free. (reclaim removes the garbage.)
+ *  - acquire, after the rename: a complete lock of a process that is now
+ *    dead: acquire reports WSLOCK_RECOVERY_REQUIRED until it is recovered.
+ *  - release, after the rename out of locks/: the workspace is free; a
+ *    release directory in tmp/ and orphan markers remain.
+ * The coordination lock is dropped by the kernel in every case.
+ *
+ * Durability: a published lock must survive a power cut together with its
+ * nest markers. Document bytes are always fsynced before their rename and
+ * locks/ after it. Whether the directories changed before the rename (the
+ * staging directory, each nest/A) need their own fsync depends on the
+ * filesystem (platform_fs_kind): on ext3/ext4 and XFS metadata changes are
+ * journaled and committed in order, so the fsync of locks/ after the rename
+ * commits them too (one cache flush instead of one per ancestor); elsewhere
+ * each is fsynced. On tmpfs nothing survives a crash, so nothing is synced.
+ */
+#include "registry.h"
+#include "registry_backend.h"
+#include "fsx.h"
+#include "journal.h"
+#include "testhook.h"
+#include "platform.h"
+
+#include <dirent.h>
+#include <poll.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define STAGE_NAME_MAX 64
+
+/* Joins a and b with '/' into out; fails with WSL_UNSAFE_PATH when the
+ * result would not fit in PATH_MAX. */
+static int path_join(char out[PATH_MAX], const char *a, const char *b,
+		     struct wsl_error *err)
+{
+	size_t la = strlen(a), lb = strlen(b);
+
+	if (la + 1 + lb >= PATH_MAX)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "path %s/%s is longer than PATH_MAX", a, b);
+	/* out may be a itself. */
+	memmove(out, a, la);
+	out[la] = '/';
+	memmove(out + la + 1, b, lb + 1);
+	return 0;
+}
+
+/* mkdir -p for the parents of path, each new directory 0700. */
+static int make_parents(const char *path, struct wsl_error *err)
+{
+	char buf[PATH_MAX];
+	char *p;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (p = buf + 1; *p != '\0'; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+			return wsl_error_errno(err, WSL_IO, errno,
+					       "cannot create %s", buf);
+		*p = '/';
+	}
+	return 0;
+}
+
+/* Refuses a registry netfs does not allow, naming path. */
+static int check_netfs(int fd, const char *path, struct wsl_error *err)
+{
+	const char *netfs = platform_network_fs(fd);
+	const char *allow = getenv("WSLOCK_ALLOW_NETWORK_FS");
+
+	if (netfs != NULL && (allow == NULL || strcmp(allow, "1") != 0))
+		return wsl_error_set(err, WSL_NETWORK_FS,
+				     "registry %s is on a network filesystem (%s), where its kernel lock does not hold across machines; use --backend etcd, or set WSLOCK_ALLOW_NETWORK_FS=1 if only this machine uses it",
+				     path, netfs);
+	return 0;
+}
+
+/*
+ * Before a missing registry is created: the checks that would refuse it
+ * afterwards (inside the workspace, on a network filesystem), made on where
+ * it would be, so that a refused command creates nothing.
+ */
+static int check_before_create(const char *path, const char *workspace,
+			       struct wsl_error *err)
+{
+	char existing[PATH_MAX], real[PATH_MAX], would[PATH_MAX];
+	size_t cut = strlen(path);
+	int fd, rc;
+
+	snprintf(existing, sizeof(existing), "%s", path);
+	for (;;) {
+		char *slash = strrchr(existing, '/');
+		if (slash == NULL)
+			return 0;
+		if (slash == existing) {
+			existing[1] = '\0';
+			cut = 1;
+		} else {
+			*slash = '\0';
+			cut = (size_t)(slash - existing);
+		}
+		if (realpath(existing, real) != NULL)
+			break;
+		if (errno != ENOENT || cut == 1)
+			return 0;	/* the real attempt will report it */
+	}
+	if (snprintf(would, sizeof(would), "%s%s", strcmp(real, "/") == 0 ? "" : real,
+		     path + cut) >= (int)sizeof(would))
+		return wsl_error_set(err, WSL_UNSAFE_PATH, "registry path %s is longer than PATH_MAX",
+				     path);
+	if (workspace != NULL &&
+	    (registry_path_within(would, workspace) || registry_path_within(workspace, would)))
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "registry %s and workspace %s overlap; choose a registry outside every workspace (-d or WSLOCK_DIR)",
+				     path, workspace);
+	fd = fsx_open(real, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0)
+		return 0;
+	rc = check_netfs(fd, path, err);
+	fsx_close(fd);
+	return rc;
+}
+
+static void local_close(struct registry *reg);
+
+static void registry_init(struct registry *reg)
+{
+	memset(reg, 0, sizeof(*reg));
+	reg->ops = &registry_local_ops;
+	reg->dir_fd = reg->locks_fd = reg->nest_fd = reg->tmp_fd = -1;
+	reg->coord_fd = reg->watch_fd = -1;
+	reg->fs_kind = FS_OTHER;
+	reg->coord_deadline_ms = -1;
+}
+
+/* Opens (or with create makes) the subdirectory name; *fd stays -1 when it
+ * is missing and create is false. */
+static int open_subdir(struct registry *reg, const char *name, bool create,
+		       int *fd, struct wsl_error *err)
+{
+	char path[PATH_MAX];
+
+	if (path_join(path, reg->path, name, err) != 0)
+		return -1;
+	*fd = fsx_open_dir_checked(reg->dir_fd, name, path, create, err);
+	if (*fd < 0) {
+		if (!create && err->sys_errno == ENOENT) {
+			wsl_error_clear(err);
+			return 0;
+		}
+		return -1;
+	}
+	return 0;
+}
+
+int local_open(struct registry *reg, const char *path, const char *workspace,
+	       bool create, struct wsl_error *err)
+{
+	struct stat st;
+	int fd;
+
+	registry_init(reg);
+	snprintf(reg->path, sizeof(reg->path), "%s", path);
+	if (lstat(path, &st) != 0) {
+		if (errno != ENOENT)
+			return wsl_error_errno(err, WSL_IO, errno,
+					       "cannot stat registry %s", path);
+		if (!create) {
+			/* Nothing was ever locked here; say so without
+			 * creating anything. */
+			snprintf(reg->real, sizeof(reg->real), "%s", path);
+			return 0;
+		}
+		if (check_before_create(path, workspace, err) != 0 ||
+		    make_parents(path, err) != 0)
+			return -1;
+		if (mkdir(path, 0700) != 0 && errno != EEXIST)
+			return wsl_error_errno(err, WSL_IO, errno,
+					       "cannot create registry %s", path);
+		if (lstat(path, &st) != 0)
+			return wsl_error_errno(err, WSL_IO, errno,
+					       "cannot stat registry %s", path);
+	}
+	if (fsx_check_private(&st, S_IFDIR, path, err) != 0)
+		return -1;
+	reg->dir_fd = fsx_open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+	if (reg->dir_fd < 0)
+		return wsl_error_errno(err, WSL_UNSAFE_PATH, errno,
+				       "cannot open registry %s", path);
+	if (fstat(reg->dir_fd, &st) != 0 ||
+	    fsx_check_private(&st, S_IFDIR, path, err) != 0)
+		goto fail;
+	reg->exists = true;
+	if (realpath(path, reg->real) == NULL) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot resolve registry %s", path);
+		goto fail;
+	}
+	reg->fs_kind = platform_fs_kind(reg->dir_fd);
+	if (check_netfs(reg->dir_fd, path, err) != 0)
+		goto fail;
+	if (open_subdir(reg, "locks", create, &reg->locks_fd, err) != 0 ||
+	    open_subdir(reg, "nest", create, &reg->nest_fd, err) != 0 ||
+	    open_subdir(reg, "tmp", create, &reg->tmp_fd, err) != 0)
+		goto fail;
+	fd = fsx_openat(reg->dir_fd, ".coordination",
+			create ? O_RDWR | O_CREAT | O_NONBLOCK : O_RDONLY | O_NONBLOCK,
+			0600);
+	if (fd < 0 && !(errno == ENOENT && !create)) {
+		if (errno == ELOOP)
+			wsl_error_set(err, WSL_UNSAFE_PATH,
+				      "%s/.coordination is a symbolic link; refusing to follow it",
+				      path);
+		else if (errno == ENXIO || errno == ENODEV)
+			wsl_error_set(err, WSL_UNSAFE_PATH,
+				      "%s/.coordination is not a regular file", path);
+		else
+			wsl_error_errno(err, WSL_IO, errno,
+					"cannot open %s/.coordination", path);
+		goto fail;
+	}
+	reg->coord_fd = fd;
+	if (fd >= 0) {
+		char cpath[PATH_MAX];
+		if (path_join(cpath, path, ".coordination", err) != 0 ||
+		    fstat(fd, &st) != 0 ||
+		    fsx_check_private(&st, S_IFREG, cpath, err) != 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	if (err->code == WSL_OK)
+		wsl_error_errno(err, WSL_IO, errno, "cannot open registry %s", path);
+	local_close(reg);
+	return -1;
+}
+
+static void local_close(struct registry *reg)
+{
+	fsx_close(reg->watch_fd);
+	reg->watch_fd = -1;
+	fsx_close(reg->coord_fd);
+	fsx_close(reg->tmp_fd);
+	fsx_close(reg->nest_fd);
+	fsx_close(reg->locks_fd);
+	fsx_close(reg->dir_fd);
+	reg->dir_fd = reg->locks_fd = reg->nest_fd = reg->tmp_fd = -1;
+	reg->coord_fd = -1;
+	reg->coord_held = 0;
+}
+
+static int local_lock(struct registry *reg, int op, struct wsl_error *err)
+{
+	if (reg->coord_fd < 0) {
+		if (op == LOCK_EX)
+			return wsl_error_set(err, WSL_INTERNAL,
+					     "registry %s was opened read-only", reg->path);
+		return 0;
+	}
+	if (reg->coord_deadline_ms < 0) {
+		if (fsx_flock(reg->coord_fd, op) != 0)
+			return wsl_error_errno(err, WSL_IO, errno,
+					       "cannot lock %s/.coordination", reg->path);
+		reg->coord_held = op;
+		return 0;
+	}
+	/* A bounded wait (-n, -w): the lock is normally held for well under
+	 * a millisecond, but a stopped or slow wslock must not stretch it. */
+	for (long wait_us = 500;; wait_us = wait_us < 20000 ? wait_us * 2 : wait_us) {
+		struct timespec ts;
+		long long now;
+
+		if (fsx_flock(reg->coord_fd, op | LOCK_NB) == 0) {
+			reg->coord_held = op;
+			return 0;
+		}
+		if (errno != EWOULDBLOCK)
+			return wsl_error_errno(err, WSL_IO, errno,
+					       "cannot lock %s/.coordination", reg->path);
+		now = platform_mono_ms();
+		if (now >= reg->coord_deadline_ms)
+			return wsl_error_set(err, reg->coord_timeout_code,
+					     "the registry %s stayed busy: another wslock holds %s/.coordination",
+					     reg->path, reg->path);
+		ts.tv_sec = 0;
+		ts.tv_nsec = wait_us * 1000;
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void local_unlock(struct registry *reg)
+{
+	if (reg->coord_fd >= 0 && reg->coord_held != 0)
+		fsx_flock(reg->coord_fd, LOCK_UN);
+	reg->coord_held = 0;
+}
+
+static bool key_valid(const char *s)
+{
+	return crypto_hex_valid(s, WSL_KEY_HEX);
+}
+
+static void set_corrupt(struct lock_entry *e, const char *why)
+{
+	e->state = LOCK_CORRUPT;
+	snprintf(e->problem, sizeof(e->problem), "%s", why);
+}
+
+static int local_get_key(struct registry *reg, const char *key, bool probe,
+			 struct lock_entry *e, struct wsl_error *err)
+{
+	char dirpath[PATH_MAX], path[PATH_MAX], why[256];
+	char check[WSL_KEY_HEX + 1];
+	struct wsl_error local = { 0 };
+	size_t len;
+	int fd;
+
+	memset(e, 0, sizeof(*e));
+	e->state = LOCK_FREE;
+	snprintf(e->key, sizeof(e->key), "%s", key);
+	if (reg->locks_fd < 0)
+		return 0;
+	if (path_join(dirpath, reg->path, "locks", err) != 0 ||
+	    path_join(dirpath, dirpath, key, err) != 0 ||
+	    path_join(e->lock_path, dirpath, "owner.json", err) != 0)
+		return -1;
+	fd = fsx_open_dir_checked(reg->locks_fd, key, dirpath, false, &local);
+	if (fd < 0) {
+		if (local.sys_errno == ENOENT && local.code == WSL_IO) {
+			wsl_error_clear(&local);
+			e->lock_path[0] = '\0';
+			return 0;
+		}
+		if (local.code == WSL_UNSAFE_PATH) {
+			set_corrupt(e, local.message);
+			wsl_error_clear(&local);
+			return 0;
+		}
+		*err = local;
+		return -1;
+	}
+	if (!key_valid(key)) {
+		set_corrupt(e, "the lock directory's name is not a registry key");
+		goto done;
+	}
+	if (fsx_read_file_checked(fd, "owner.json", e->lock_path, OWNER_DOC_MAX,
+				  &e->raw, &e->raw_len, &local) != 0) {
+		if (local.code == WSL_IO && local.sys_errno != ENOENT) {
+			*err = local;
+			fsx_close(fd);
+			return -1;
+		}
+		set_corrupt(e, local.sys_errno == ENOENT ?
+			    "the lock directory has no owner.json" : local.message);
+		wsl_error_clear(&local);
+		goto done;
+	}
+	if (owner_parse(e->raw, e->raw_len, &e->owner, why, sizeof(why)) != 0) {
+		set_corrupt(e, why);
+		if (owner_guess_workspace(e->raw, e->raw_len, e->workspace_root)) {
+			crypto_path_key(e->workspace_root, check);
+			if (strcmp(check, key) != 0)
+				e->workspace_root[0] = '\0';
+		}
+		goto done;
+	}
+	crypto_path_key(e->owner.workspace_root, check);
+	if (strcmp(check, key) != 0) {
+		set_corrupt(e, "the owner document names a workspace whose key is not this lock's");
+		goto done;
+	}
+	e->has_owner = true;
+	snprintf(e->workspace_root, sizeof(e->workspace_root), "%s",
+		 e->owner.workspace_root);
+	e->state = LOCK_HELD;
+	path_join(path, dirpath, "retained.json", err);
+	if (fsx_read_file_checked(fd, "retained.json", path, OWNER_DOC_MAX,
+				  &e->retained, &len, &local) == 0) {
+		e->state = LOCK_RETAINED;
+	} else if (local.sys_errno != ENOENT) {
+		set_corrupt(e, local.message);
+		e->has_owner = false;
+		wsl_error_clear(&local);
+		goto done;
+	}
+	wsl_error_clear(&local);
+	if (probe) {
+		e->liveness = liveness_probe(fd, &e->owner, e->reason, sizeof(e->reason));
+		e->probed = true;
+	}
+done:
+	fsx_close(fd);
+	return 0;
+}
+
+struct overlap_ctx {
+	struct registry *reg;
+	bool probe;
+	struct overlap *items;
+	size_t n, cap;
+	struct wsl_error *err;
+};
+
+static struct lock_entry *overlap_push(struct overlap_ctx *c, bool ancestor)
+{
+	return registry_overlap_push(&c->items, &c->n, &c->cap, ancestor, c->err);
+}
+
+static int overlap_ancestor(const char *ancestor, void *arg)
+{
+	struct overlap_ctx *c = arg;
+	char key[WSL_KEY_HEX + 1];
+	struct lock_entry e;
+
+	crypto_path_key(ancestor, key);
+	if (local_get_key(c->reg, key, c->probe, &e, c->err) != 0)
+		return -1;
+	if (e.state == LOCK_FREE)
+		return 0;
+	if (e.state == LOCK_CORRUPT)
+		snprintf(e.workspace_root, sizeof(e.workspace_root), "%s", ancestor);
+	{
+		struct lock_entry *slot = overlap_push(c, true);
+		if (slot == NULL) {
+			lock_entry_free(&e);
+			return -1;
+		}
+		*slot = e;
+	}
+	return 0;
+}
+
+static int overlap_descendants(struct overlap_ctx *c, const char *workspace)
+{
+	char key[WSL_KEY_HEX + 1], path[PATH_MAX];
+	struct dirent *de;
+	DIR *dir;
+	int fd;
+
+	if (c->reg->nest_fd < 0)
+		return 0;
+	crypto_path_key(workspace, key);
+	if (path_join(path, c->reg->path, "nest", c->err) != 0 ||
+	    path_join(path, path, key, c->err) != 0)
+		return -1;
+	fd = fsx_open_dir_checked(c->reg->nest_fd, key, path, false, c->err);
+	if (fd < 0) {
+		if (c->err->sys_errno == ENOENT && c->err->code == WSL_IO) {
+			wsl_error_clear(c->err);
+			return 0;
+		}
+		return -1;
+	}
+	dir = fdopendir(fd);
+	if (dir == NULL) {
+		fsx_close(fd);
+		return wsl_error_errno(c->err, WSL_IO, errno, "cannot read %s", path);
+	}
+	while ((de = readdir(dir)) != NULL) {
+		struct lock_entry e, *slot;
+
+		if (!key_valid(de->d_name))
+			continue;
+		if (local_get_key(c->reg, de->d_name, c->probe, &e, c->err) != 0) {
+			closedir(dir);
+			return -1;
+		}
+		if (e.state == LOCK_FREE)
+			continue;	/* an orphan marker */
+		if (e.state != LOCK_CORRUPT && !registry_path_within(e.workspace_root, workspace)) {
+			lock_entry_free(&e);
+			continue;	/* not really below: ignore */
+		}
+		slot = overlap_push(c, false);
+		if (slot == NULL) {
+			lock_entry_free(&e);
+			closedir(dir);
+			return -1;
+		}
+		*slot = e;
+	}
+	closedir(dir);
+	return 0;
+}
+
+static int local_overlaps(struct registry *reg, const char *workspace, bool probe,
+			  struct overlap **out, size_t *n, struct wsl_error *err)
+{
+	struct overlap_ctx c = { reg, probe, NULL, 0, 0, err };
+
+	*out = NULL;
+	*n = 0;
+	if (registry_for_each_ancestor(workspace, overlap_ancestor, &c) != 0 ||
+	    overlap_descendants(&c, workspace) != 0) {
+		registry_overlaps_free(c.items, c.n);
+		return -1;
+	}
+	*out = c.items;
+	*n = c.n;
+	return 0;
+}
+
+/* Whether bytes written must be fsynced: not where nothing survives. */
+static bool sync_data(const struct registry *reg)
+{
+	return reg->fs_kind != FS_VOLATILE;
+}
+
+/* fsync of a directory whose change must be durable on its own: a commit
+ * point (locks/ after a rename, a lock directory after a replace). */
+static int sync_commit(const struct registry *reg, int dirfd)
+{
+	return sync_data(reg) ? fsx_fsync_dir(dirfd) : 0;
+}
+
+/* fsync of a directory changed before a commit point: needed only where
+ * metadata is not committed in order (see the top of this file). */
+static int sync_before_commit(const struct registry *reg, int dirfd)
+{
+	return reg->fs_kind == FS_OTHER ? fsx_fsync_dir(dirfd) : 0;
+}
+
+enum marker_step { MARKER_ADD, MARKER_SYNC, MARKER_REMOVE };
+
+struct marker_ctx {
+	struct registry *reg;
+	const char *key;	/* the held workspace's key */
+	enum marker_step step;
+	struct wsl_error *err;
+};
+
+static int marker_apply(const char *ancestor, void *arg)
+{
+	struct marker_ctx *m = arg;
+	char akey[WSL_KEY_HEX + 1], path[PATH_MAX];
+	int fd, mfd;
+
+	crypto_path_key(ancestor, akey);
+	if (m->step == MARKER_SYNC) {
+		/* After every marker exists: the first fsync commits them all
+		 * on a journaling filesystem, the others find little to do. */
+		fd = fsx_openat(m->reg->nest_fd, akey, O_RDONLY | O_DIRECTORY, 0);
+		if (fd < 0 || sync_before_commit(m->reg, fd) != 0) {
+			wsl_error_errno(m->err, WSL_IO, errno, "cannot sync nest marker of %s",
+					ancestor);
+			fsx_close(fd);
+			return -1;
+		}
+		fsx_close(fd);
+		return 0;
+	}
+	if (m->step == MARKER_REMOVE) {
+		fd = fsx_openat(m->reg->nest_fd, akey, O_RDONLY | O_DIRECTORY, 0);
+		if (fd < 0)
+			return 0;
+		unlinkat(fd, m->key, 0);
+		fsx_close(fd);
+		/* Fails with ENOTEMPTY while other markers remain. */
+		unlinkat(m->reg->nest_fd, akey, AT_REMOVEDIR);
+		return 0;
+	}
+	if (path_join(path, m->reg->path, "nest", m->err) != 0 ||
+	    path_join(path, path, akey, m->err) != 0)
+		return -1;
+	fd = fsx_open_dir_checked(m->reg->nest_fd, akey, path, true, m->err);
+	if (fd < 0)
+		return -1;
+	mfd = fsx_openat(fd, m->key, O_WRONLY | O_CREAT | O_NONBLOCK, 0600);
+	if (mfd < 0) {
+		wsl_error_errno(m->err, WSL_IO, errno, "cannot write nest marker in %s", path);
+		fsx_close(mfd);
+		fsx_close(fd);
+		return -1;
+	}
+	fsx_close(mfd);
+	fsx_close(fd);
+	return 0;
+}
+
+static void stage_name(char out[STAGE_NAME_MAX], const char *prefix)
+{
+	char rnd[17];
+
+	crypto_random_hex(rnd, 8);
+	snprintf(out, STAGE_NAME_MAX, "%s.%ld.%s", prefix, (long)getpid(), rnd);
+}
+
+static int unpublish(struct registry *reg, const char *key,
+		     const char *workspace, struct wsl_error *err);
+
+/* Writes and publishes o; the caller holds the coordination lock and has
+ * checked that nothing overlaps. */
+static int publish(struct registry *reg, const struct owner *o, int *live_fd,
+		   struct wsl_error *err)
+{
+	char key[WSL_KEY_HEX + 1], stage[STAGE_NAME_MAX], path[PATH_MAX];
+	struct marker_ctx m;
+	char *text = NULL;
+	int sfd = -1, lfd = -1;
+
+	crypto_path_key(o->workspace_root, key);
+	stage_name(stage, "acq");
+	if (path_join(path, reg->path, "tmp", err) != 0 ||
+	    path_join(path, path, stage, err) != 0)
+		return -1;
+	sfd = fsx_open_dir_checked(reg->tmp_fd, stage, path, true, err);
+	if (sfd < 0)
+		return -1;
+	text = owner_format(o, false);
+	if (text == NULL) {
+		wsl_error_set(err, WSL_INTERNAL, "cannot format the owner document");
+		goto fail;
+	}
+	{
+		size_t len = strlen(text);
+		text[len] = '\n';	/* owner_format left room: the NUL */
+		if (fsx_write_new_file(sfd, "owner.json", text, len + 1, sync_data(reg)) != 0) {
+			wsl_error_errno(err, WSL_IO, errno, "cannot write %s/owner.json", path);
+			goto fail;
+		}
+	}
+	lfd = fsx_openat(sfd, "live", O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (lfd < 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot create %s/live", path);
+		goto fail;
+	}
+	if (live_fd != NULL && fsx_flock(lfd, LOCK_EX | LOCK_NB) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot lock %s/live", path);
+		goto fail;
+	}
+	CRASH_POINT("acquire:staged");
+	if (sync_before_commit(reg, sfd) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s", path);
+		goto fail;
+	}
+	CRASH_POINT("acquire:staging-synced");
+	m = (struct marker_ctx){ reg, key, MARKER_ADD, err };
+	if (registry_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0)
+		goto fail_markers;
+	m.step = MARKER_SYNC;
+	if (reg->fs_kind == FS_OTHER &&
+	    registry_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0)
+		goto fail_markers;
+	if (sync_before_commit(reg, reg->nest_fd) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s/nest", reg->path);
+		goto fail_markers;
+	}
+	CRASH_POINT("acquire:markers-written");
+	if (renameat2(reg->tmp_fd, stage, reg->locks_fd, key, RENAME_NOREPLACE) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot publish the lock of %s",
+				o->workspace_root);
+		goto fail_markers;
+	}
+	CRASH_POINT("acquire:published");
+	if (sync_commit(reg, reg->locks_fd) != 0) {
+		/* Published but not durable: a holder must not work on that
+		 * promise, so take the lock back and fail. */
+		int e = errno;
+		fsx_close(sfd);
+		free(text);
+		fsx_close(lfd);
+		unpublish(reg, key, o->workspace_root, err);
+		return wsl_error_errno(err, WSL_IO, e, "cannot sync %s/locks", reg->path);
+	}
+	CRASH_POINT("acquire:dir-synced");
+	fsx_close(sfd);
+	free(text);
+	if (live_fd != NULL)
+		*live_fd = lfd;
+	else
+		fsx_close(lfd);
+	return 0;
+fail_markers:
+	m.step = MARKER_REMOVE;
+	registry_for_each_ancestor(o->workspace_root, marker_apply, &m);
+fail:
+	fsx_close(lfd);
+	fsx_close(sfd);
+	free(text);
+	fsx_remove_dir_files(reg->tmp_fd, stage);
+	return -1;
+}
+
+static int local_try_acquire(struct registry *reg, const struct owner *o,
+			     int *live_fd, struct lock_entry *conflict,
+			     struct wsl_error *err)
+{
+	char key[WSL_KEY_HEX + 1];
+	struct overlap *ov = NULL;
+	struct lock_entry self;
+	size_t n = 0, i;
+	int rc = -1;
+
+	memset(conflict, 0, sizeof(*conflict));
+	conflict->state = LOCK_FREE;
+	if (local_lock(reg, LOCK_EX, err) != 0)
+		return -1;
+	crypto_path_key(o->workspace_root, key);
+	if (local_get_key(reg, key, true, &self, err) != 0)
+		goto out;
+	if (self.state == LOCK_CORRUPT)
+		snprintf(self.workspace_root, sizeof(self.workspace_root), "%s",
+			 o->workspace_root);
+	if (self.state != LOCK_FREE)
+		registry_conflict_keep(conflict, &self);
+	if (local_overlaps(reg, o->workspace_root, true, &ov, &n, err) != 0)
+		goto out;
+	for (i = 0; i < n; i++)
+		registry_conflict_keep(conflict, &ov[i].entry);
+	if (conflict->state != LOCK_FREE) {
+		rc = ACQUIRE_CONFLICT;
+		goto out;
+	}
+	rc = publish(reg, o, live_fd, err) == 0 ? ACQUIRE_DONE : -1;
+out:
+	registry_overlaps_free(ov, n);
+	local_unlock(reg);
+	return rc;
+}
+
+/* Removes the lock key of workspace: renamed out of locks/ into tmp/ (the
+ * atomic step), then its nest markers and files go. The caller holds
+ * LOCK_EX. */
+static int unpublish(struct registry *reg, const char *key,
+		     const char *workspace, struct wsl_error *err)
+{
+	char gone[STAGE_NAME_MAX];
+	struct marker_ctx m;
+	struct stat st;
+
+	stage_name(gone, "rel");
+	if (renameat2(reg->locks_fd, key, reg->tmp_fd, gone, RENAME_NOREPLACE) != 0)
+		return wsl_error_errno(err, WSL_IO, errno,
+				       "cannot remove the lock of %s", workspace);
+	CRASH_POINT("release:renamed");
+	m = (struct marker_ctx){ reg, key, MARKER_REMOVE, err };
+	registry_for_each_ancestor(workspace, marker_apply, &m);
+	CRASH_POINT("release:markers-removed");
+	/* A corrupt lock may be a symlink or a file: unlink it, never follow. */
+	if (fstatat(reg->tmp_fd, gone, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
+		unlinkat(reg->tmp_fd, gone, 0);
+	else
+		fsx_remove_dir_files(reg->tmp_fd, gone);
+	return 0;
+}
+
+static int local_release(struct registry *reg, const char *workspace,
+			 const char *token, struct owner *released,
+			 struct wsl_error *err)
+{
+	char key[WSL_KEY_HEX + 1];
+	struct lock_entry e;
+	int rc = -1;
+
+	if (reg->locks_fd < 0)
+		return wsl_error_set(err, WSL_NOT_HELD, "%s is not locked", workspace);
+	if (local_lock(reg, LOCK_EX, err) != 0)
+		return -1;
+	crypto_path_key(workspace, key);
+	if (local_get_key(reg, key, false, &e, err) != 0 ||
+	    registry_check_release(workspace, token, &e, err) != 0)
+		goto out;
+	if (unpublish(reg, key, workspace, err) != 0)
+		goto out;
+	if (released != NULL)
+		*released = e.owner;
+	rc = 0;
+out:
+	lock_entry_free(&e);
+	local_unlock(reg);
+	return rc;
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int local_list(struct registry *reg, bool probe,
+		      int (*fn)(const struct lock_entry *e, void *arg), void *arg,
+		      struct wsl_error *err)
+{
+	char **names = NULL;
+	size_t n = 0, cap = 0, i;
+	struct dirent *de;
+	DIR *dir;
+	int fd, rc = 0;
+
+	if (reg->locks_fd < 0)
+		return 0;
+	fd = fsx_openat(reg->locks_fd, ".", O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0 || (dir = fdopendir(fd)) == NULL) {
+		fsx_close(fd);
+		return wsl_error_errno(err, WSL_IO, errno, "cannot read %s/locks", reg->path);
+	}
+	while ((de = readdir(dir)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (n == cap) {
+			char **p;
+			cap = cap ? cap * 2 : 64;
+			p = realloc(names, cap * sizeof(*p));
+			if (p == NULL) {
+				rc = wsl_error_errno(err, WSL_OS, errno, "out of memory");
+				goto out;
+			}
+			names = p;
+		}
+		names[n] = strdup(de->d_name);
+		if (names[n] == NULL) {
+			rc = wsl_error_errno(err, WSL_OS, errno, "out of memory");
+			goto out;
+		}
+		n++;
+	}
+	if (n > 0)
+		qsort(names, n, sizeof(*names), key_cmp);
+	for (i = 0; i < n && rc == 0; i++) {
+		struct lock_entry e;
+
+		if (strlen(names[i]) >= sizeof(e.key)) {
+			memset(&e, 0, sizeof(e));
+			snprintf(e.key, sizeof(e.key), "%.64s", names[i]);
+			set_corrupt(&e, "unexpected entry in locks/");
+		} else if (local_get_key(reg, names[i], probe, &e, err) != 0) {
+			rc = -1;
+			break;
+		}
+		if (e.state != LOCK_FREE)
+			rc = fn(&e, arg);
+		lock_entry_free(&e);
+	}
+out:
+	closedir(dir);
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return rc;
+}
+
+/* Hands the lock directory lfd over to next in place: owner.json and live
+ * are replaced by rename (each a single atomic step; owner.json is the
+ * commit point), retained.json is dropped, and the directory is fsynced. */
+static int replace_owner(const struct registry *reg, int lfd, const char *dirpath,
+			 const struct owner *next,
+			 int *live_fd, struct wsl_error *err)
+{
+	char *text;
+	size_t len;
+	int nfd;
+
+	unlinkat(lfd, "owner.json.new", 0);
+	unlinkat(lfd, "live.new", 0);
+	text = owner_format(next, false);
+	if (text == NULL)
+		return wsl_error_set(err, WSL_INTERNAL, "cannot format the owner document");
+	len = strlen(text);
+	text[len] = '\n';	/* replaces the NUL; written as len + 1 bytes */
+	if (fsx_write_new_file(lfd, "owner.json.new", text, len + 1, sync_data(reg)) != 0) {
+		int e = errno;
+		free(text);
+		unlinkat(lfd, "owner.json.new", 0);
+		return wsl_error_errno(err, WSL_IO, e, "cannot write %s/owner.json.new",
+				       dirpath);
+	}
+	free(text);
+	CRASH_POINT("takeover:owner-staged");
+	nfd = fsx_openat(lfd, "live.new", O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (nfd < 0 || (live_fd != NULL && fsx_flock(nfd, LOCK_EX | LOCK_NB) != 0) ||
+	    renameat(lfd, "live.new", lfd, "live") != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot create %s/live", dirpath);
+		fsx_close(nfd);
+		unlinkat(lfd, "owner.json.new", 0);
+		return -1;
+	}
+	CRASH_POINT("takeover:live-replaced");
+	if (renameat(lfd, "owner.json.new", lfd, "owner.json") != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot replace %s/owner.json", dirpath);
+		fsx_close(nfd);
+		return -1;
+	}
+	CRASH_POINT("takeover:owner-replaced");
+	unlinkat(lfd, "retained.json", 0);
+	CRASH_POINT("takeover:retained-dropped");
+	if (sync_commit(reg, lfd) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s", dirpath);
+		fsx_close(nfd);
+		return -1;
+	}
+	if (live_fd != NULL)
+		*live_fd = nfd;
+	else
+		fsx_close(nfd);
+	return 0;
+}
+
+static int local_take_over(struct registry *reg, const char *workspace,
+			   const struct registry_expect *x, const struct owner *next,
+			   int *live_fd, struct lock_entry *prior,
+			   struct wsl_error *err)
+{
+	char key[WSL_KEY_HEX + 1], dirpath[PATH_MAX];
+	struct journal_event ev = { 0 };
+	struct lock_entry *e = prior;
+	int lfd = -1, rc = -1;
+
+	memset(prior, 0, sizeof(*prior));
+	if (reg->locks_fd < 0)
+		return wsl_error_set(err, WSL_NOT_HELD, "%s is not locked", workspace);
+	if (local_lock(reg, LOCK_EX, err) != 0)
+		return -1;
+	crypto_path_key(workspace, key);
+	if (local_get_key(reg, key, true, e, err) != 0)
+		goto out;
+	if (path_join(dirpath, reg->path, "locks", err) != 0 ||
+	    path_join(dirpath, dirpath, key, err) != 0)
+		goto out;
+	ev.action = x->action;
+	ev.workspace_root = workspace;
+	ev.force_reason = x->force ? x->force_reason : NULL;
+	ev.next = next;
+
+	if (registry_check_take_over(workspace, x, e, err) != 0)
+		goto out;
+	if (e->state == LOCK_CORRUPT) {
+		ev.action = "clear-corrupt";
+		ev.prior_raw = e->raw;
+		ev.prior_raw_len = e->raw_len;
+		if (journal_append(reg->dir_fd, reg->path, &ev, sync_data(reg), err) != 0 ||
+		    unpublish(reg, key, workspace, err) != 0)
+			goto out;
+		CRASH_POINT("takeover:corrupt-removed");
+		rc = next != NULL ? publish(reg, next, live_fd, err) : 0;
+		goto out;
+	}
+	ev.prior = &e->owner;
+	ev.liveness = liveness_name(e->liveness);
+	ev.liveness_reason = e->reason;
+	if (journal_append(reg->dir_fd, reg->path, &ev, sync_data(reg), err) != 0)
+		goto out;
+	CRASH_POINT("takeover:journaled");
+	if (next == NULL) {
+		rc = unpublish(reg, key, workspace, err);
+		goto out;
+	}
+	lfd = fsx_open_dir_checked(reg->locks_fd, key, dirpath, false, err);
+	if (lfd < 0)
+		goto out;
+	rc = replace_owner(reg, lfd, dirpath, next, live_fd, err);
+out:
+	fsx_close(lfd);
+	local_unlock(reg);
+	if (rc == 0) {
+		wsl_error_clear(err);
+	}
+	return rc;
+}
+
+static int local_retain(struct registry *reg, const char *workspace,
+			const char *token, const char *json, struct wsl_error *err)
+{
+	char key[WSL_KEY_HEX + 1], dirpath[PATH_MAX];
+	struct lock_entry e;
+	int lfd = -1, rc = -1;
+
+	if (local_lock(reg, LOCK_EX, err) != 0)
+		return -1;
+	crypto_path_key(workspace, key);
+	if (local_get_key(reg, key, false, &e, err) != 0 ||
+	    registry_check_retain(workspace, token, &e, err) != 0)
+		goto out;
+	if (path_join(dirpath, reg->path, "locks", err) != 0 ||
+	    path_join(dirpath, dirpath, key, err) != 0)
+		goto out;
+	lfd = fsx_open_dir_checked(reg->locks_fd, key, dirpath, false, err);
+	if (lfd < 0)
+		goto out;
+	unlinkat(lfd, "retained.json.new", 0);
+	if (fsx_write_new_file(lfd, "retained.json.new", json, strlen(json), sync_data(reg)) != 0 ||
+	    renameat(lfd, "retained.json.new", lfd, "retained.json") != 0 ||
+	    sync_commit(reg, lfd) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot write %s/retained.json", dirpath);
+		goto out;
+	}
+	CRASH_POINT("retain:written");
+	rc = 0;
+out:
+	fsx_close(lfd);
+	lock_entry_free(&e);
+	local_unlock(reg);
+	return rc;
+}
+
+/* Lists the names in directory fd (not "." or ".."); *out NULL-terminated. */
+static int list_names(int fd, char ***out, size_t *n)
+{
+	struct dirent *de;
+	size_t cap = 0;
+	char **names = NULL;
+	DIR *dir;
+	int dfd;
+
+	*out = NULL;
+	*n = 0;
+	dfd = fsx_openat(fd, ".", O_RDONLY | O_DIRECTORY, 0);
+	if (dfd < 0 || (dir = fdopendir(dfd)) == NULL) {
+		fsx_close(dfd);
+		return -1;
+	}
+	while ((de = readdir(dir)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (*n + 1 >= cap) {
+			char **p;
+			cap = cap ? cap * 2 : 16;
+			p = realloc(names, cap * sizeof(*p));
+			if (p == NULL)
+				break;
+			names = p;
+		}
+		names[*n] = strdup(de->d_name);
+		if (names[*n] == NULL)
+			break;
+		(*n)++;
+		names[*n] = NULL;
+	}
+	closedir(dir);
+	*out = names;
+	return 0;
+}
+
+static void free_names(char **names, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+static int local_garbage(struct registry *reg, bool remove, size_t *staging,
+			 size_t *orphan_markers, struct wsl_error *err)
+{
+	char **names = NULL, **markers = NULL;
+	size_t n = 0, m = 0, i, j;
+
+	*staging = *orphan_markers = 0;
+	if (reg->tmp_fd >= 0) {
+		if (list_names(reg->tmp_fd, &names, &n) != 0)
+			return wsl_error_errno(err, WSL_IO, errno, "cannot read %s/tmp", reg->path);
+		for (i = 0; i < n; i++) {
+			struct stat st;
+			(*staging)++;
+			if (!remove)
+				continue;
+			if (fstatat(reg->tmp_fd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISDIR(st.st_mode))
+				fsx_remove_dir_files(reg->tmp_fd, names[i]);
+			else
+				unlinkat(reg->tmp_fd, names[i], 0);
+			CRASH_POINT("garbage:staging-removed");
+		}
+		free_names(names, n);
+	}
+	if (reg->nest_fd < 0)
+		return 0;
+	if (list_names(reg->nest_fd, &names, &n) != 0)
+		return wsl_error_errno(err, WSL_IO, errno, "cannot read %s/nest", reg->path);
+	for (i = 0; i < n; i++) {
+		int afd = fsx_openat(reg->nest_fd, names[i], O_RDONLY | O_DIRECTORY, 0);
+		if (afd < 0)
+			continue;
+		if (list_names(afd, &markers, &m) == 0) {
+			for (j = 0; j < m; j++) {
+				struct stat st;
+				if (reg->locks_fd >= 0 &&
+				    fstatat(reg->locks_fd, markers[j], &st, AT_SYMLINK_NOFOLLOW) == 0)
+					continue;
+				(*orphan_markers)++;
+				if (remove)
+					unlinkat(afd, markers[j], 0);
+			}
+			free_names(markers, m);
+		}
+		fsx_close(afd);
+		if (remove)
+			unlinkat(reg->nest_fd, names[i], AT_REMOVEDIR);
+	}
+	free_names(names, n);
+	return 0;
+}
+
+/* Reads the lock of a workspace by its path. */
+static int local_get(struct registry *reg, const char *workspace, bool probe,
+		     struct lock_entry *e, struct wsl_error *err)
+{
+	char key[WSL_KEY_HEX + 1];
+
+	crypto_path_key(workspace, key);
+	if (local_get_key(reg, key, probe, e, err) != 0)
+		return -1;
+	if (e->state == LOCK_CORRUPT)
+		snprintf(e->workspace_root, sizeof(e->workspace_root), "%s", workspace);
+	return 0;
+}
+
+static int local_wait_prepare(struct registry *reg, struct wsl_error *err)
+{
+	char path[PATH_MAX];
+
+	if (reg->watch_fd >= 0)
+		return 0;
+	if (path_join(path, reg->path, "locks", err) != 0)
+		return -1;
+	reg->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (reg->watch_fd < 0)
+		return wsl_error_errno(err, WSL_OS, errno, "inotify_init1");
+	/* A release renames locks/KEY away (IN_MOVED_FROM); a removal by hand
+	 * deletes it (IN_DELETE). IN_DONT_FOLLOW: never through a symlink. */
+	if (inotify_add_watch(reg->watch_fd, path, IN_MOVED_FROM | IN_DELETE |
+			      IN_ONLYDIR | IN_DONT_FOLLOW) < 0) {
+		wsl_error_errno(err, WSL_OS, errno, "inotify_add_watch %s", path);
+		fsx_close(reg->watch_fd);
+		reg->watch_fd = -1;
+		return -1;
+	}
+	return 0;
+}
+
+static int local_wait(struct registry *reg, int sigfd, long timeout_ms,
+		      struct wsl_error *err)
+{
+	struct pollfd pfd[2];
+	char buf[4096];
+	nfds_t n = 0;
+
+	if (reg->watch_fd >= 0) {
+		pfd[n].fd = reg->watch_fd;
+		pfd[n].events = POLLIN;
+		pfd[n++].revents = 0;
+	}
+	if (sigfd >= 0) {
+		pfd[n].fd = sigfd;
+		pfd[n].events = POLLIN;
+		pfd[n++].revents = 0;
+	}
+	if (poll(pfd, n, (int)timeout_ms) < 0 && errno != EINTR)
+		return wsl_error_errno(err, WSL_OS, errno, "poll");
+	if (reg->watch_fd >= 0)
+		while (read(reg->watch_fd, buf, sizeof(buf)) > 0)
+			;
+	return sigfd >= 0 && (pfd[n - 1].revents & POLLIN) ? 1 : 0;
+}
+
+const struct registry_ops registry_local_ops = {
+	.name = "local",
+	.close = local_close,
+	.lock = local_lock,
+	.unlock = local_unlock,
+	.get = local_get,
+	.overlaps = local_overlaps,
+	.try_acquire = local_try_acquire,
+	.release = local_release,
+	.list = local_list,
+	.take_over = local_take_over,
+	.retain = local_retain,
+	.garbage = local_garbage,
+	.wait_prepare = local_wait_prepare,
+	.wait = local_wait,
+	.keepalive = NULL,
+};

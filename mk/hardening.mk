@@ -62,13 +62,16 @@ fuzz: fuzz/fuzz_owner
 	if [ $$rc -ne 0 ] || [ $$crashes -ne 0 ]; then \
 		tail -40 $(FUZZ_WORK)/log; ls -l $(FUZZ_WORK)/artifacts; exit 1; fi
 
-# Every wslock the bats helpers start goes through tests/valgrind-wslock.sh:
+# Every wslock the bats helpers start goes through tests/valgrind-wslock.sh
+# (through tests/run-bats.sh: in CI a skip not in tests/skips.allowed or
+# tests/skips.valgrind fails):
 # memcheck with full leak check; an error makes it exit 99 (no wslock exit
 # code is 99) and leaves a log; any non-empty log fails the target.
 valgrind-check: wslock
 	@rm -rf $(VALGRIND_LOGS) && mkdir -p $(VALGRIND_LOGS)
 	@WSLOCK=$(CURDIR)/tests/valgrind-wslock.sh WSLOCK_REAL=$(CURDIR)/wslock \
-		VALGRIND_LOGS=$(VALGRIND_LOGS) bats $(VALGRIND_BATS); rc=$$?; \
+		VALGRIND_LOGS=$(VALGRIND_LOGS) tests/run-bats.sh --allow tests/skips.valgrind \
+		$(VALGRIND_BATS); rc=$$?; \
 	bad=$$(find $(VALGRIND_LOGS) -type f -size +0 | wc -l); \
 	echo "valgrind: $$(ls $(VALGRIND_LOGS) | wc -l) wslock processes checked, $$bad with memcheck errors (bats exit $$rc)"; \
 	find $(VALGRIND_LOGS) -type f -size +0 | head -5 | xargs -r cat; \

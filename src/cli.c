@@ -355,31 +355,6 @@ int cli_parse_long(const char *s, long lo, long hi, long *out)
 	return 0;
 }
 
-void cli_describe_holder(const struct lock_entry *e, char *out, size_t len)
-{
-	if (!e->has_owner) {
-		snprintf(out, len, "a corrupt lock (%s)", e->problem);
-		return;
-	}
-	snprintf(out, len, "pid %ld on host %s (purpose \"%s\", operation %s, since %s)",
-		 (long)e->owner.pid, e->owner.host, e->owner.purpose,
-		 e->owner.operation_id, e->owner.acquired_at);
-}
-
-void cli_error_holder(struct wsl_error *err, const struct lock_entry *e)
-{
-	if (e->workspace_root[0] != '\0')
-		wsl_error_detail(&err->workspace_root, e->workspace_root);
-	if (e->has_owner)
-		wsl_error_detail(&err->holder, e->raw);
-	if (e->probed && e->has_owner) {
-		wsl_error_detail(&err->liveness, liveness_name(e->liveness));
-		wsl_error_detail(&err->liveness_reason, e->reason);
-	}
-	if (e->state == LOCK_CORRUPT)
-		wsl_error_detail(&err->path, e->lock_path);
-}
-
 int cli_conflict_status(const struct cli_wait *w, const struct wsl_error *err)
 {
 	if (w->conflict_exit >= 0 &&
@@ -390,61 +365,6 @@ int cli_conflict_status(const struct cli_wait *w, const struct wsl_error *err)
 
 /* The least time -n and -w wait for the registry's coordination lock, ms. */
 #define COORD_WAIT_MIN_MS 10000
-
-/* "W is locked by", or "W overlaps its ancestor A, locked by", into out. */
-static void conflict_subject(const char *wanted, const struct lock_entry *e,
-			     char *out, size_t len)
-{
-	size_t n = strlen(e->workspace_root);
-
-	if (strcmp(wanted, e->workspace_root) == 0)
-		snprintf(out, len, "%s is", wanted);
-	else if (strncmp(wanted, e->workspace_root, n) == 0 && wanted[n] == '/')
-		snprintf(out, len, "%s overlaps its ancestor %s, which is", wanted,
-			 e->workspace_root);
-	else
-		snprintf(out, len, "%s overlaps its descendant %s, which is", wanted,
-			 e->workspace_root);
-}
-
-/* Turns a conflict that waiting cannot cure into an error; 0 otherwise. */
-static int conflict_final(const char *ws, const struct lock_entry *e,
-			  struct wsl_error *err)
-{
-	const char *mine = getenv("WSLOCK_TOKEN");
-	char who[1024], subject[2 * PATH_MAX + 64];
-
-	cli_describe_holder(e, who, sizeof(who));
-	conflict_subject(ws, e, subject, sizeof(subject));
-	if (e->state == LOCK_CORRUPT) {
-		cli_error_holder(err, e);
-		return wsl_error_set(err, WSL_LOCK_CORRUPT,
-				     "%s locked by a corrupt lock: %s%s%s%s; see 'wslock inspect'",
-				     subject, e->problem,
-				     strstr(e->problem, e->lock_path) ? "" : " (",
-				     strstr(e->problem, e->lock_path) ? "" : e->lock_path,
-				     strstr(e->problem, e->lock_path) ? "" : ")");
-	}
-	if (e->state == LOCK_RETAINED) {
-		cli_error_holder(err, e);
-		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
-				     "%s retained for recovery after a failed run of %s; inspect it, then 'wslock recover'",
-				     subject, who);
-	}
-	if (e->liveness == LIVENESS_DEAD) {
-		cli_error_holder(err, e);
-		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
-				     "%s locked by %s, which is dead (%s); check the workspace, then 'wslock recover'",
-				     subject, who, e->reason);
-	}
-	if (mine != NULL && strcmp(mine, e->owner.token) == 0) {
-		cli_error_holder(err, e);
-		return wsl_error_set(err, WSL_BUSY,
-				     "%s locked by this command's own enclosing wslock run; waiting would never end",
-				     subject);
-	}
-	return 0;
-}
 
 /* Rewrites the terminal's current line: elapsed time and whom we wait for,
  * cut to the terminal's width so that it never wraps. */
@@ -479,7 +399,7 @@ static int reclaim_dead(struct cli *c, struct registry *reg,
 	x.action = "reclaim-dead";
 	rc = registry_take_over(reg, e->workspace_root, &x, NULL, NULL, &prior, err);
 	if (rc == 0 && !c->quiet) {
-		cli_describe_holder(e, who, sizeof(who));
+		lockrules_describe_holder(e, who, sizeof(who));
 		fprintf(stderr, "wslock: reclaimed %s from %s: %s\n",
 			e->workspace_root, who, e->reason);
 	}
@@ -507,7 +427,7 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 
 	for (;;) {
 		struct lock_entry conflict;
-		char who[1024], subject[2 * PATH_MAX + 64];
+		char who[1024], subject[2 * PATH_MAX + 64], why[1200];
 		long long wait_ms;
 
 		/* -n and -w also bound the wait for the registry itself, which
@@ -526,23 +446,23 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 			lock_entry_free(&conflict);
 			break;
 		}
-		if (w->reclaim_dead && conflict.state == LOCK_HELD &&
-		    conflict.liveness == LIVENESS_DEAD) {
+		if (w->reclaim_dead &&
+		    lockrules_reclaimable(&conflict, false, why, sizeof(why))) {
 			rc = reclaim_dead(c, reg, &conflict, err);
 			lock_entry_free(&conflict);
 			if (rc < 0)
 				break;
 			continue;
 		}
-		if (conflict_final(ws, &conflict, err) != 0) {
+		if (lockrules_conflict_final(ws, &conflict, getenv("WSLOCK_TOKEN"), err) != 0) {
 			lock_entry_free(&conflict);
 			rc = -1;
 			break;
 		}
-		cli_describe_holder(&conflict, who, sizeof(who));
-		conflict_subject(ws, &conflict, subject, sizeof(subject));
+		lockrules_describe_holder(&conflict, who, sizeof(who));
+		lockrules_conflict_subject(ws, &conflict, subject, sizeof(subject));
 		if (w->nonblock || (deadline >= 0 && platform_mono_ms() >= deadline)) {
-			cli_error_holder(err, &conflict);
+			lockrules_error_holder(err, &conflict);
 			wsl_error_set(err, w->nonblock ? WSL_BUSY : WSL_TIMEOUT,
 				      "%s%s locked by %s%s%s",
 				      w->nonblock ? "" : "timed out: ", subject, who,

@@ -114,14 +114,6 @@ struct cli_wait {
 int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		const struct cli_wait *w, int *live_fd, struct wsl_error *err);
 
-/* Fills err's details from a conflicting or current lock: workspace_root,
- * holder (the owner JSON), liveness and its reason. */
-void cli_error_holder(struct wsl_error *err, const struct lock_entry *e);
-
-/* One phrase naming e's holder for messages: "pid 12 on host h (purpose
- * "x", operation o, since T)". */
-void cli_describe_holder(const struct lock_entry *e, char *out, size_t len);
-
 /* Exit status for err, with -E applied to WSLOCK_BUSY and WSLOCK_TIMEOUT. */
 int cli_conflict_status(const struct cli_wait *w, const struct wsl_error *err);
 

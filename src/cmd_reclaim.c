@@ -75,47 +75,6 @@ static int keep(const struct lock_entry *e, void *arg)
 	return 0;
 }
 
-/* Whether e may be reclaimed, and why (not). */
-static bool reclaimable(const struct lock_entry *e, bool force, char *why, size_t len)
-{
-	switch (e->state) {
-	case LOCK_CORRUPT:
-		if (e->raw != NULL && e->workspace_root[0] != '\0')
-			snprintf(why, len, "corrupt (%s): only 'wslock recover --force' with its exact bytes clears it",
-				 e->problem);
-		else {
-			/* lock_path names .../locks/KEY/owner.json: the directory
-			 * entry to remove is .../locks/KEY. */
-			size_t n = strlen(e->lock_path), suffix = strlen("/owner.json");
-			int dir_len = n > suffix ? (int)(n - suffix) : (int)n;
-			snprintf(why, len, "corrupt (%s): its document cannot be read; after checking, remove %.*s by hand",
-				 e->problem, dir_len, e->lock_path);
-		}
-		return false;
-	case LOCK_RETAINED:
-		snprintf(why, len, "retained for recovery: only 'wslock recover' clears it");
-		return false;
-	case LOCK_HELD:
-		break;
-	default:
-		snprintf(why, len, "free");
-		return false;
-	}
-	switch (e->liveness) {
-	case LIVENESS_DEAD:
-		snprintf(why, len, "owner is dead: %s", e->reason);
-		return true;
-	case LIVENESS_UNKNOWN:
-		snprintf(why, len, "liveness unknown: %s%s", e->reason,
-			 force ? "; reclaimed with --force" : "; needs --force --reason");
-		return force;
-	case LIVENESS_LIVE:
-	default:
-		snprintf(why, len, "owner is live: %s", e->reason);
-		return false;
-	}
-}
-
 static int collect(struct registry *reg, int argc, char **argv, int first, int last,
 		   struct candidates *cands, struct wsl_error *err)
 {
@@ -234,7 +193,7 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 			goto fail;
 		}
 		for (i = 0; i < cands.n; i++) {
-			bool ok = reclaimable(&cands.items[i], a.force, why, sizeof(why));
+			bool ok = lockrules_reclaimable(&cands.items[i], a.force, why, sizeof(why));
 			snprintf(notes[i], sizeof(notes[i]), "%s: %s",
 				 ok ? "reclaimable" : "kept", why);
 			rows[i].e = &cands.items[i];
@@ -252,7 +211,7 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 		list = json_array();
 		for (i = 0; i < cands.n; i++) {
 			json_t *item = cli_entry_json(&cands.items[i]);
-			bool ok = reclaimable(&cands.items[i], a.force, why, sizeof(why));
+			bool ok = lockrules_reclaimable(&cands.items[i], a.force, why, sizeof(why));
 			json_object_set_new(item, "reclaimable", json_boolean(ok));
 			json_object_set_new(item, "why", json_string(why));
 			json_array_append_new(list, item);
@@ -282,7 +241,7 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 		int cmd_status = -1;
 		json_t *item;
 
-		if (!reclaimable(e, a.force, why, sizeof(why))) {
+		if (!lockrules_reclaimable(e, a.force, why, sizeof(why))) {
 			item = json_pack("{s:o,s:s}", "workspace_root",
 					 e->workspace_root[0] ? json_string(e->workspace_root) :
 					 json_null(), "why", why);

@@ -10,29 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-const char *lock_state_name(enum lock_state s)
-{
-	switch (s) {
-	case LOCK_FREE:
-		return "free";
-	case LOCK_HELD:
-		return "held";
-	case LOCK_RETAINED:
-		return "retained";
-	case LOCK_CORRUPT:
-	default:
-		return "corrupt";
-	}
-}
-
-void lock_entry_free(struct lock_entry *e)
-{
-	free(e->raw);
-	free(e->retained);
-	memset(e, 0, sizeof(*e));
-	e->state = LOCK_FREE;
-}
-
 /* Calls fn(ancestor, arg) for each proper ancestor of path, nearest first,
  * "/" excluded. */
 int registry_for_each_ancestor(const char *path,
@@ -225,23 +202,6 @@ int registry_workspace(const struct registry *reg, const char *arg,
 	return 0;
 }
 
-
-/* How much waiting cannot cure a conflict: higher is reported first. */
-static int conflict_rank(const struct lock_entry *e)
-{
-	switch (e->state) {
-	case LOCK_CORRUPT:
-		return 4;
-	case LOCK_RETAINED:
-		return 3;
-	case LOCK_HELD:
-		return e->liveness == LIVENESS_DEAD ? 2 : 1;
-	case LOCK_FREE:
-	default:
-		return 0;
-	}
-}
-
 struct lock_entry *registry_overlap_push(struct overlap **items, size_t *n,
 					 size_t *cap, bool ancestor,
 					 struct wsl_error *err)
@@ -259,122 +219,6 @@ struct lock_entry *registry_overlap_push(struct overlap **items, size_t *n,
 	memset(&(*items)[*n], 0, sizeof((*items)[*n]));
 	(*items)[*n].ancestor = ancestor;
 	return &(*items)[(*n)++].entry;
-}
-
-void registry_conflict_keep(struct lock_entry *best, struct lock_entry *cand)
-{
-	if (best->state == LOCK_FREE || conflict_rank(cand) > conflict_rank(best)) {
-		lock_entry_free(best);
-		*best = *cand;
-	} else {
-		lock_entry_free(cand);
-	}
-	memset(cand, 0, sizeof(*cand));
-}
-
-int registry_check_release(const char *workspace, const char *token,
-			   const struct lock_entry *e, struct wsl_error *err)
-{
-	switch (e->state) {
-	case LOCK_FREE:
-		return wsl_error_set(err, WSL_NOT_HELD, "%s is not locked", workspace);
-	case LOCK_CORRUPT:
-		wsl_error_detail(&err->path, e->lock_path);
-		return wsl_error_set(err, WSL_LOCK_CORRUPT,
-				     "the lock of %s is corrupt (%s); nothing released",
-				     workspace, e->problem);
-	default:
-		break;
-	}
-	if (strcmp(e->owner.token, token) != 0) {
-		wsl_error_detail(&err->holder, e->raw);
-		if (e->owner.has_recovery_of && strcmp(e->owner.recovery_of, token) == 0)
-			return wsl_error_set(err, WSL_OWNERSHIP_LOST,
-					     "%s was taken over from token %s by recover: it is now held by pid %ld on %s (token %s); nothing released",
-					     workspace, token, (long)e->owner.pid, e->owner.host,
-					     e->owner.token);
-		return wsl_error_set(err, WSL_OWNERSHIP_LOST,
-				     "%s is held by pid %ld on %s with token %s, not %s: the lock was taken over (recover or reclaim) or the token is mistyped; nothing released",
-				     workspace, (long)e->owner.pid, e->owner.host, e->owner.token, token);
-	}
-	if (e->state == LOCK_RETAINED) {
-		wsl_error_detail(&err->holder, e->raw);
-		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
-				     "%s is retained for recovery; only 'wslock recover' with its exact owner clears it",
-				     workspace);
-	}
-	return 0;
-}
-
-int registry_check_retain(const char *workspace, const char *token,
-			  const struct lock_entry *e, struct wsl_error *err)
-{
-	if (e->state == LOCK_FREE)
-		return wsl_error_set(err, WSL_OWNERSHIP_LOST,
-				     "the lock of %s was removed while held; nothing retained",
-				     workspace);
-	if (!e->has_owner || strcmp(e->owner.token, token) != 0) {
-		wsl_error_detail(&err->holder, e->raw);
-		return wsl_error_set(err, WSL_OWNERSHIP_LOST,
-				     "%s is now held by another owner; nothing retained", workspace);
-	}
-	return 0;
-}
-
-int registry_check_take_over(const char *workspace, const struct registry_expect *x,
-			     const struct lock_entry *e, struct wsl_error *err)
-{
-	if (e->state == LOCK_FREE)
-		return wsl_error_set(err, WSL_NOT_HELD,
-				     "%s is not locked: nothing to take over", workspace);
-	if (e->state == LOCK_CORRUPT) {
-		wsl_error_detail(&err->path, e->lock_path);
-		if (e->raw == NULL)
-			return wsl_error_set(err, WSL_LOCK_CORRUPT,
-					     "the lock of %s is corrupt (%s) and its document cannot be read; after checking, remove it by hand (%s)",
-					     workspace, e->problem, e->lock_path);
-		if (x->raw == NULL || x->raw_len != e->raw_len ||
-		    memcmp(x->raw, e->raw, e->raw_len) != 0)
-			return wsl_error_set(err, WSL_LOCK_CORRUPT,
-					     "the lock of %s is corrupt (%s); it is cleared only by recover given its exact bytes (%s) with --force --reason",
-					     workspace, e->problem, e->lock_path);
-		if (!x->force)
-			return wsl_error_set(err, WSL_LOCK_CORRUPT,
-					     "the lock of %s is corrupt (%s); clearing it needs --force --reason",
-					     workspace, e->problem);
-		return 0;
-	}
-	if (x->owner == NULL) {
-		wsl_error_detail(&err->holder, e->raw);
-		return wsl_error_set(err, WSL_INVALID_OWNER,
-				     "the expected owner document is not valid (%s); nothing changed",
-				     x->invalid_why ? x->invalid_why : "unreadable");
-	}
-	if (!owner_equal(x->owner, &e->owner)) {
-		char keys[256];
-		owner_diff(x->owner, &e->owner, keys, sizeof(keys));
-		wsl_error_detail(&err->holder, e->raw);
-		return wsl_error_set(err, WSL_OWNER_MISMATCH,
-				     "the owner of %s is not the one expected: %s differ%s (now pid %ld on %s, token %s); nothing changed",
-				     workspace, keys, strchr(keys, ',') ? "" : "s",
-				     (long)e->owner.pid, e->owner.host, e->owner.token);
-	}
-	wsl_error_detail(&err->holder, e->raw);
-	wsl_error_detail(&err->liveness, liveness_name(e->liveness));
-	wsl_error_detail(&err->liveness_reason, e->reason);
-	if (e->state == LOCK_RETAINED && !x->allow_retained)
-		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
-				     "%s is retained for recovery; only 'wslock recover' clears it",
-				     workspace);
-	if (e->liveness == LIVENESS_LIVE)
-		return wsl_error_set(err, WSL_OWNER_LIVE,
-				     "the owner of %s is alive (%s); a live owner is never displaced",
-				     workspace, e->reason);
-	if (e->liveness == LIVENESS_UNKNOWN && !x->force)
-		return wsl_error_set(err, WSL_LIVENESS_UNKNOWN,
-				     "the owner of %s cannot be proven dead (%s); after checking that host, use --force --reason",
-				     workspace, e->reason);
-	return 0;
 }
 
 int registry_open(struct registry *reg, const struct registry_config *cfg,

@@ -19,6 +19,7 @@
 #include "crypto.h"
 #include "error.h"
 #include "liveness.h"
+#include "lockrules.h"
 #include "owner.h"
 
 struct registry_ops;
@@ -55,36 +56,6 @@ struct registry {
 	long long fence;	/* fencing token of the lock last acquired or
 				 * taken over (etcd create revision), 0: none */
 };
-
-enum lock_state {
-	LOCK_FREE,
-	LOCK_HELD,
-	LOCK_RETAINED,
-	LOCK_CORRUPT,
-};
-
-/* One lock as read from locks/KEY, with its holder's liveness. */
-struct lock_entry {
-	char key[WSL_KEY_HEX + 1];
-	char workspace_root[PATH_MAX];	/* from the document; "" when corrupt */
-	char lock_path[PATH_MAX];	/* .../locks/KEY/owner.json */
-	enum lock_state state;
-	bool has_owner;
-	struct owner owner;
-	char *raw;			/* owner.json bytes (NUL added), or NULL */
-	size_t raw_len;
-	char *retained;			/* retained.json bytes, or NULL */
-	char problem[1024];		/* why corrupt */
-	bool probed;
-	enum liveness liveness;
-	char reason[LIVENESS_REASON_MAX];
-};
-
-/* "free", "held", "retained" or "corrupt". */
-const char *lock_state_name(enum lock_state s);
-
-/* Frees what e owns and marks it free. */
-void lock_entry_free(struct lock_entry *e);
 
 /*
  * The registry directory: dir when not NULL, else $WSLOCK_DIR, else
@@ -273,21 +244,6 @@ int registry_keepalive(struct registry *reg, const struct owner *o,
  * lease of WORKSPACE could not be renewed before it expired: ".
  */
 void registry_lease_lost(struct wsl_error *err, const char *workspace);
-
-/* What recover and reclaim expect to find: the compare of their
- * compare-and-swap, and the rules for taking the lock over. */
-struct registry_expect {
-	const struct owner *owner;	/* the exact expected owner, or NULL when
-					 * the given document is not valid */
-	const char *invalid_why;	/* why it is not, when owner is NULL */
-	const char *raw;		/* the given bytes (a corrupt lock is cleared
-					 * only when they equal its bytes) */
-	size_t raw_len;
-	bool force;			/* accept unknown liveness; needed for corrupt */
-	const char *force_reason;	/* recorded in the journal */
-	bool allow_retained;		/* recover: true; reclaim: false */
-	const char *action;		/* journal action */
-};
 
 /*
  * The compare-and-swap of recover and reclaim, under the exclusive

@@ -51,29 +51,6 @@ extern const struct registry_ops registry_local_ops;
 int etcd_registry_open(struct registry *reg, const struct registry_config *cfg,
 		       struct wsl_error *err);
 
-/* The rules every backend applies the same way, with the same messages. */
-
-/* Moves cand into best when waiting cures it less (corrupt, then retained,
- * then dead, then live); best empty: always. cand is left empty. */
-void registry_conflict_keep(struct lock_entry *best, struct lock_entry *cand);
-
-/* 0 when e (read under the backend's compare) is token's own lock and may
- * be released; else the error of registry_release. */
-int registry_check_release(const char *workspace, const char *token,
-			   const struct lock_entry *e, struct wsl_error *err);
-
-/* 0 when e is token's own lock and may be retained; else
- * WSL_OWNERSHIP_LOST. */
-int registry_check_retain(const char *workspace, const char *token,
-			  const struct lock_entry *e, struct wsl_error *err);
-
-/* 0 when e may be taken over as x says (registry_take_over's rules: exact
- * owner, provably dead, unknown only with force, retained only for
- * recover, corrupt only by its exact bytes with force); else its error,
- * with the holder, liveness and reason in err's details. */
-int registry_check_take_over(const char *workspace, const struct registry_expect *x,
-			     const struct lock_entry *e, struct wsl_error *err);
-
 /* Appends a zeroed overlap (ancestor or descendant) to the growing array
  * *items of *n entries (*cap allocated) and returns its entry to fill;
  * NULL with WSL_OS on allocation failure. */

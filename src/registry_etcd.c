@@ -560,13 +560,13 @@ static int find_conflict(struct registry *reg, const struct owner *o,
 		snprintf(self.workspace_root, sizeof(self.workspace_root), "%s",
 			 o->workspace_root);
 	if (self.state != LOCK_FREE)
-		registry_conflict_keep(conflict, &self);
+		lockrules_conflict_keep(conflict, &self);
 	else
 		lock_entry_free(&self);
 	if (etcd_overlaps(reg, o->workspace_root, true, &ov, &n, err) != 0)
 		return -1;
 	for (i = 0; i < n; i++)
-		registry_conflict_keep(conflict, &ov[i].entry);
+		lockrules_conflict_keep(conflict, &ov[i].entry);
 	registry_overlaps_free(ov, n);
 	return 0;
 }
@@ -758,7 +758,7 @@ static int etcd_release(struct registry *reg, const char *workspace,
 
 		if (read_entry(s, workspace, false, &e, &m, err) != 0)
 			return -1;
-		if (registry_check_release(workspace, token, &e, err) != 0)
+		if (lockrules_check_release(workspace, token, &e, err) != 0)
 			goto out;
 		guard(cmp, &lk, &e, &m);
 		memset(ops, 0, sizeof(ops));
@@ -829,17 +829,8 @@ static int etcd_retain(struct registry *reg, const char *workspace,
 		return -1;
 	if (read_entry(s, workspace, false, &e, &m, err) != 0)
 		return -1;
-	if (e.state == LOCK_FREE) {
-		wsl_error_set(err, WSL_OWNERSHIP_LOST,
-			      "the lock of %s was removed while held; nothing retained", workspace);
+	if (lockrules_check_retain(workspace, token, &e, err) != 0)
 		goto out;
-	}
-	if (!e.has_owner || strcmp(e.owner.token, token) != 0) {
-		wsl_error_detail(&err->holder, e.raw);
-		wsl_error_set(err, WSL_OWNERSHIP_LOST,
-			      "%s is now held by another owner; nothing retained", workspace);
-		goto out;
-	}
 	/* The lock key is put again without a lease: a retained lock stays
 	 * until recovered, whatever happens to its holder. */
 	guard(cmp, &lk, &e, &m);
@@ -940,7 +931,7 @@ static int etcd_take_over(struct registry *reg, const char *workspace,
 		return -1;
 	if (prior->state == LOCK_CORRUPT)
 		snprintf(prior->workspace_root, sizeof(prior->workspace_root), "%s", workspace);
-	if (registry_check_take_over(workspace, x, prior, err) != 0)
+	if (lockrules_check_take_over(workspace, x, prior, err) != 0)
 		return -1;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	crypto_random_hex(rnd, 8);

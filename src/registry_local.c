@@ -738,11 +738,11 @@ static int local_try_acquire(struct registry *reg, const struct owner *o,
 		snprintf(self.workspace_root, sizeof(self.workspace_root), "%s",
 			 o->workspace_root);
 	if (self.state != LOCK_FREE)
-		registry_conflict_keep(conflict, &self);
+		lockrules_conflict_keep(conflict, &self);
 	if (local_overlaps(reg, o->workspace_root, true, &ov, &n, err) != 0)
 		goto out;
 	for (i = 0; i < n; i++)
-		registry_conflict_keep(conflict, &ov[i].entry);
+		lockrules_conflict_keep(conflict, &ov[i].entry);
 	if (conflict->state != LOCK_FREE) {
 		rc = ACQUIRE_CONFLICT;
 		goto out;
@@ -794,7 +794,7 @@ static int local_release(struct registry *reg, const char *workspace,
 		return -1;
 	crypto_path_key(workspace, key);
 	if (local_get_key(reg, key, false, &e, err) != 0 ||
-	    registry_check_release(workspace, token, &e, err) != 0)
+	    lockrules_check_release(workspace, token, &e, err) != 0)
 		goto out;
 	if (unpublish(reg, key, workspace, err) != 0)
 		goto out;
@@ -956,7 +956,7 @@ static int local_take_over(struct registry *reg, const char *workspace,
 	ev.force_reason = x->force ? x->force_reason : NULL;
 	ev.next = next;
 
-	if (registry_check_take_over(workspace, x, e, err) != 0)
+	if (lockrules_check_take_over(workspace, x, e, err) != 0)
 		goto out;
 	if (e->state == LOCK_CORRUPT) {
 		ev.action = "clear-corrupt";
@@ -1003,7 +1003,7 @@ static int local_retain(struct registry *reg, const char *workspace,
 		return -1;
 	crypto_path_key(workspace, key);
 	if (local_get_key(reg, key, false, &e, err) != 0 ||
-	    registry_check_retain(workspace, token, &e, err) != 0)
+	    lockrules_check_retain(workspace, token, &e, err) != 0)
 		goto out;
 	if (path_join(dirpath, reg->path, "locks", err) != 0 ||
 	    path_join(dirpath, dirpath, key, err) != 0)

@@ -1,0 +1,295 @@
+/* lockrules.c - every lock rule, once: conflict ranking, the conflicts
+ * waiting cannot cure, and the release, retain and take-over checks (see
+ * lockrules.h). Only decisions and their messages: no I/O. */
+#include "lockrules.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *lock_state_name(enum lock_state s)
+{
+	switch (s) {
+	case LOCK_FREE:
+		return "free";
+	case LOCK_HELD:
+		return "held";
+	case LOCK_RETAINED:
+		return "retained";
+	case LOCK_CORRUPT:
+	default:
+		return "corrupt";
+	}
+}
+
+void lock_entry_free(struct lock_entry *e)
+{
+	free(e->raw);
+	free(e->retained);
+	memset(e, 0, sizeof(*e));
+	e->state = LOCK_FREE;
+}
+
+/* ---- conflicts -------------------------------------------------------- */
+
+/* How much waiting cannot cure a conflict: higher is reported first. */
+static int conflict_rank(const struct lock_entry *e)
+{
+	switch (e->state) {
+	case LOCK_CORRUPT:
+		return 4;
+	case LOCK_RETAINED:
+		return 3;
+	case LOCK_HELD:
+		return e->liveness == LIVENESS_DEAD ? 2 : 1;
+	case LOCK_FREE:
+	default:
+		return 0;
+	}
+}
+
+void lockrules_conflict_keep(struct lock_entry *best, struct lock_entry *cand)
+{
+	if (best->state == LOCK_FREE || conflict_rank(cand) > conflict_rank(best)) {
+		lock_entry_free(best);
+		*best = *cand;
+	} else {
+		lock_entry_free(cand);
+	}
+	memset(cand, 0, sizeof(*cand));
+}
+
+void lockrules_describe_holder(const struct lock_entry *e, char *out, size_t len)
+{
+	if (!e->has_owner) {
+		snprintf(out, len, "a corrupt lock (%s)", e->problem);
+		return;
+	}
+	snprintf(out, len, "pid %ld on host %s (purpose \"%s\", operation %s, since %s)",
+		 (long)e->owner.pid, e->owner.host, e->owner.purpose,
+		 e->owner.operation_id, e->owner.acquired_at);
+}
+
+void lockrules_error_holder(struct wsl_error *err, const struct lock_entry *e)
+{
+	if (e->workspace_root[0] != '\0')
+		wsl_error_detail(&err->workspace_root, e->workspace_root);
+	if (e->has_owner)
+		wsl_error_detail(&err->holder, e->raw);
+	if (e->probed && e->has_owner) {
+		wsl_error_detail(&err->liveness, liveness_name(e->liveness));
+		wsl_error_detail(&err->liveness_reason, e->reason);
+	}
+	if (e->state == LOCK_CORRUPT)
+		wsl_error_detail(&err->path, e->lock_path);
+}
+
+void lockrules_conflict_subject(const char *wanted, const struct lock_entry *e,
+				char *out, size_t len)
+{
+	size_t n = strlen(e->workspace_root);
+
+	if (strcmp(wanted, e->workspace_root) == 0)
+		snprintf(out, len, "%s is", wanted);
+	else if (strncmp(wanted, e->workspace_root, n) == 0 && wanted[n] == '/')
+		snprintf(out, len, "%s overlaps its ancestor %s, which is", wanted,
+			 e->workspace_root);
+	else
+		snprintf(out, len, "%s overlaps its descendant %s, which is", wanted,
+			 e->workspace_root);
+}
+
+int lockrules_conflict_final(const char *ws, const struct lock_entry *e,
+			     const char *mine, struct wsl_error *err)
+{
+	char who[1024], subject[2 * PATH_MAX + 64];
+
+	lockrules_describe_holder(e, who, sizeof(who));
+	lockrules_conflict_subject(ws, e, subject, sizeof(subject));
+	if (e->state == LOCK_CORRUPT) {
+		lockrules_error_holder(err, e);
+		return wsl_error_set(err, WSL_LOCK_CORRUPT,
+				     "%s locked by a corrupt lock: %s%s%s%s; see 'wslock inspect'",
+				     subject, e->problem,
+				     strstr(e->problem, e->lock_path) ? "" : " (",
+				     strstr(e->problem, e->lock_path) ? "" : e->lock_path,
+				     strstr(e->problem, e->lock_path) ? "" : ")");
+	}
+	if (e->state == LOCK_RETAINED) {
+		lockrules_error_holder(err, e);
+		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
+				     "%s retained for recovery after a failed run of %s; inspect it, then 'wslock recover'",
+				     subject, who);
+	}
+	if (e->liveness == LIVENESS_DEAD) {
+		lockrules_error_holder(err, e);
+		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
+				     "%s locked by %s, which is dead (%s); check the workspace, then 'wslock recover'",
+				     subject, who, e->reason);
+	}
+	if (mine != NULL && strcmp(mine, e->owner.token) == 0) {
+		lockrules_error_holder(err, e);
+		return wsl_error_set(err, WSL_BUSY,
+				     "%s locked by this command's own enclosing wslock run; waiting would never end",
+				     subject);
+	}
+	return 0;
+}
+
+/* ---- release, retain, take-over --------------------------------------- */
+
+int lockrules_check_release(const char *workspace, const char *token,
+			    const struct lock_entry *e, struct wsl_error *err)
+{
+	switch (e->state) {
+	case LOCK_FREE:
+		return wsl_error_set(err, WSL_NOT_HELD, "%s is not locked", workspace);
+	case LOCK_CORRUPT:
+		wsl_error_detail(&err->path, e->lock_path);
+		return wsl_error_set(err, WSL_LOCK_CORRUPT,
+				     "the lock of %s is corrupt (%s); nothing released",
+				     workspace, e->problem);
+	default:
+		break;
+	}
+	if (strcmp(e->owner.token, token) != 0) {
+		wsl_error_detail(&err->holder, e->raw);
+		if (e->owner.has_recovery_of && strcmp(e->owner.recovery_of, token) == 0)
+			return wsl_error_set(err, WSL_OWNERSHIP_LOST,
+					     "%s was taken over from token %s by recover: it is now held by pid %ld on %s (token %s); nothing released",
+					     workspace, token, (long)e->owner.pid, e->owner.host,
+					     e->owner.token);
+		return wsl_error_set(err, WSL_OWNERSHIP_LOST,
+				     "%s is held by pid %ld on %s with token %s, not %s: the lock was taken over (recover or reclaim) or the token is mistyped; nothing released",
+				     workspace, (long)e->owner.pid, e->owner.host, e->owner.token, token);
+	}
+	if (e->state == LOCK_RETAINED) {
+		wsl_error_detail(&err->holder, e->raw);
+		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
+				     "%s is retained for recovery; only 'wslock recover' with its exact owner clears it",
+				     workspace);
+	}
+	return 0;
+}
+
+int lockrules_check_retain(const char *workspace, const char *token,
+			   const struct lock_entry *e, struct wsl_error *err)
+{
+	if (e->state == LOCK_FREE)
+		return wsl_error_set(err, WSL_OWNERSHIP_LOST,
+				     "the lock of %s was removed while held; nothing retained",
+				     workspace);
+	if (!e->has_owner || strcmp(e->owner.token, token) != 0) {
+		wsl_error_detail(&err->holder, e->raw);
+		return wsl_error_set(err, WSL_OWNERSHIP_LOST,
+				     "%s is now held by another owner; nothing retained", workspace);
+	}
+	return 0;
+}
+
+int lockrules_check_take_over(const char *workspace, const struct registry_expect *x,
+			      const struct lock_entry *e, struct wsl_error *err)
+{
+	if (e->state == LOCK_FREE)
+		return wsl_error_set(err, WSL_NOT_HELD,
+				     "%s is not locked: nothing to take over", workspace);
+	if (e->state == LOCK_CORRUPT) {
+		wsl_error_detail(&err->path, e->lock_path);
+		if (e->raw == NULL)
+			return wsl_error_set(err, WSL_LOCK_CORRUPT,
+					     "the lock of %s is corrupt (%s) and its document cannot be read; after checking, remove it by hand (%s)",
+					     workspace, e->problem, e->lock_path);
+		if (x->raw == NULL || x->raw_len != e->raw_len ||
+		    memcmp(x->raw, e->raw, e->raw_len) != 0)
+			return wsl_error_set(err, WSL_LOCK_CORRUPT,
+					     "the lock of %s is corrupt (%s); it is cleared only by recover given its exact bytes (%s) with --force --reason",
+					     workspace, e->problem, e->lock_path);
+		if (!x->force)
+			return wsl_error_set(err, WSL_LOCK_CORRUPT,
+					     "the lock of %s is corrupt (%s); clearing it needs --force --reason",
+					     workspace, e->problem);
+		return 0;
+	}
+	if (x->owner == NULL) {
+		wsl_error_detail(&err->holder, e->raw);
+		return wsl_error_set(err, WSL_INVALID_OWNER,
+				     "the expected owner document is not valid (%s); nothing changed",
+				     x->invalid_why ? x->invalid_why : "unreadable");
+	}
+	if (!owner_equal(x->owner, &e->owner)) {
+		char keys[256];
+		owner_diff(x->owner, &e->owner, keys, sizeof(keys));
+		wsl_error_detail(&err->holder, e->raw);
+		return wsl_error_set(err, WSL_OWNER_MISMATCH,
+				     "the owner of %s is not the one expected: %s differ%s (now pid %ld on %s, token %s); nothing changed",
+				     workspace, keys, strchr(keys, ',') ? "" : "s",
+				     (long)e->owner.pid, e->owner.host, e->owner.token);
+	}
+	wsl_error_detail(&err->holder, e->raw);
+	wsl_error_detail(&err->liveness, liveness_name(e->liveness));
+	wsl_error_detail(&err->liveness_reason, e->reason);
+	if (e->state == LOCK_RETAINED && !x->allow_retained)
+		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
+				     "%s is retained for recovery; only 'wslock recover' clears it",
+				     workspace);
+	if (e->liveness == LIVENESS_LIVE)
+		return wsl_error_set(err, WSL_OWNER_LIVE,
+				     "the owner of %s is alive (%s); a live owner is never displaced",
+				     workspace, e->reason);
+	if (e->liveness == LIVENESS_UNKNOWN && !x->force)
+		return wsl_error_set(err, WSL_LIVENESS_UNKNOWN,
+				     "the owner of %s cannot be proven dead (%s); after checking that host, use --force --reason",
+				     workspace, e->reason);
+	return 0;
+}
+
+bool lockrules_reclaimable(const struct lock_entry *e, bool force, char *why,
+			   size_t len)
+{
+	struct registry_expect x = { 0 };
+	struct wsl_error err = { 0 };
+	bool ok;
+
+	x.owner = e->has_owner ? &e->owner : NULL;
+	x.force = force;
+	ok = lockrules_check_take_over(e->workspace_root, &x, e, &err) == 0;
+	switch (ok ? WSL_OK : err.code) {
+	case WSL_OK:
+		if (e->liveness == LIVENESS_DEAD)
+			snprintf(why, len, "owner is dead: %s", e->reason);
+		else
+			snprintf(why, len, "liveness unknown: %s; reclaimed with --force",
+				 e->reason);
+		break;
+	case WSL_NOT_HELD:
+		snprintf(why, len, "free");
+		break;
+	case WSL_LOCK_CORRUPT:
+		if (e->raw != NULL && e->workspace_root[0] != '\0') {
+			snprintf(why, len, "corrupt (%s): only 'wslock recover --force' with its exact bytes clears it",
+				 e->problem);
+		} else {
+			/* lock_path names .../locks/KEY/owner.json: the directory
+			 * entry to remove is .../locks/KEY. */
+			size_t n = strlen(e->lock_path), suffix = strlen("/owner.json");
+			int dir_len = n > suffix ? (int)(n - suffix) : (int)n;
+			snprintf(why, len, "corrupt (%s): its document cannot be read; after checking, remove %.*s by hand",
+				 e->problem, dir_len, e->lock_path);
+		}
+		break;
+	case WSL_RECOVERY_REQUIRED:
+		snprintf(why, len, "retained for recovery: only 'wslock recover' clears it");
+		break;
+	case WSL_OWNER_LIVE:
+		snprintf(why, len, "owner is live: %s", e->reason);
+		break;
+	case WSL_LIVENESS_UNKNOWN:
+		snprintf(why, len, "liveness unknown: %s; needs --force --reason", e->reason);
+		break;
+	default:
+		snprintf(why, len, "%s", err.message);
+		break;
+	}
+	wsl_error_clear(&err);
+	return ok;
+}

@@ -1,0 +1,128 @@
+/* lockrules.h - every lock rule, once (DESIGN.md sections 4 and 5).
+ *
+ * A lock as a backend read it (struct lock_entry) and the rules that decide
+ * what may be done with it: which of several conflicts is reported, which
+ * conflicts waiting cannot cure, and the release, retain and take-over
+ * checks. Both backends and the command layer ask these functions; none
+ * decides a rule by itself, so that the reclaim preview and reclaim --yes,
+ * the local and the etcd backend, cannot disagree. Nothing here does I/O:
+ * each function looks at entries already read (under the backend's
+ * compare) and returns 0, or -1 with the refusal in a struct wsl_error.
+ */
+#ifndef WSLOCK_LOCKRULES_H
+#define WSLOCK_LOCKRULES_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "crypto.h"
+#include "error.h"
+#include "liveness.h"
+#include "owner.h"
+
+enum lock_state {
+	LOCK_FREE,
+	LOCK_HELD,
+	LOCK_RETAINED,
+	LOCK_CORRUPT,
+};
+
+/* One lock as read from the registry, with its holder's liveness. */
+struct lock_entry {
+	char key[WSL_KEY_HEX + 1];
+	char workspace_root[PATH_MAX];	/* from the document; "" when corrupt */
+	char lock_path[PATH_MAX];	/* .../locks/KEY/owner.json */
+	enum lock_state state;
+	bool has_owner;
+	struct owner owner;
+	char *raw;			/* owner.json bytes (NUL added), or NULL */
+	size_t raw_len;
+	char *retained;			/* retained.json bytes, or NULL */
+	char problem[1024];		/* why corrupt */
+	bool probed;
+	enum liveness liveness;
+	char reason[LIVENESS_REASON_MAX];
+};
+
+/* "free", "held", "retained" or "corrupt". */
+const char *lock_state_name(enum lock_state s);
+
+/* Frees what e owns and marks it free. */
+void lock_entry_free(struct lock_entry *e);
+
+/* What recover and reclaim expect to find: the compare of their
+ * compare-and-swap, and the rules for taking the lock over. */
+struct registry_expect {
+	const struct owner *owner;	/* the exact expected owner, or NULL when
+					 * the given document is not valid */
+	const char *invalid_why;	/* why it is not, when owner is NULL */
+	const char *raw;		/* the given bytes (a corrupt lock is cleared
+					 * only when they equal its bytes) */
+	size_t raw_len;
+	bool force;			/* accept unknown liveness; needed for corrupt */
+	const char *force_reason;	/* recorded in the journal */
+	bool allow_retained;		/* recover: true; reclaim: false */
+	const char *action;		/* journal action */
+};
+
+/* ---- conflicts (acquire) --------------------------------------------- */
+
+/* Moves cand into best when waiting cures it less (corrupt, then retained,
+ * then dead, then live or unknown); best empty: always. cand is left
+ * empty. The one ranking of conflicts, used by every backend. */
+void lockrules_conflict_keep(struct lock_entry *best, struct lock_entry *cand);
+
+/*
+ * Whether waiting can cure conflict e met while acquiring wanted
+ * (canonical): 0 when it can (a live holder, or one of unknown liveness);
+ * else -1 with the error and e's details: WSL_LOCK_CORRUPT (corrupt),
+ * WSL_RECOVERY_REQUIRED (retained, or a dead holder), WSL_BUSY when the
+ * holder's token is mine (the caller's own enclosing run, $WSLOCK_TOKEN;
+ * NULL: none), since waiting for it would never end.
+ */
+int lockrules_conflict_final(const char *wanted, const struct lock_entry *e,
+			     const char *mine, struct wsl_error *err);
+
+/* "W is", "W overlaps its ancestor A, which is" or "W overlaps its
+ * descendant D, which is", for a conflict e met while acquiring wanted. */
+void lockrules_conflict_subject(const char *wanted, const struct lock_entry *e,
+				char *out, size_t len);
+
+/* One phrase naming e's holder for messages: "pid 12 on host h (purpose
+ * "x", operation o, since T)", or "a corrupt lock (problem)". */
+void lockrules_describe_holder(const struct lock_entry *e, char *out, size_t len);
+
+/* Fills err's details from a conflicting or current lock: workspace_root,
+ * holder (the owner JSON), liveness and its reason, the path when corrupt. */
+void lockrules_error_holder(struct wsl_error *err, const struct lock_entry *e);
+
+/* ---- release, retain, take-over -------------------------------------- */
+
+/* 0 when e (read under the backend's compare) is token's own lock and may
+ * be released; else the error of registry_release. */
+int lockrules_check_release(const char *workspace, const char *token,
+			    const struct lock_entry *e, struct wsl_error *err);
+
+/* 0 when e is token's own lock and may be retained; else
+ * WSL_OWNERSHIP_LOST (the holder in err's details when there is one). */
+int lockrules_check_retain(const char *workspace, const char *token,
+			   const struct lock_entry *e, struct wsl_error *err);
+
+/* 0 when e may be taken over as x says (registry_take_over's rules: exact
+ * owner, provably dead, unknown only with force, retained only for
+ * recover, corrupt only by its exact bytes with force); else its error,
+ * with the holder, liveness and reason in err's details. */
+int lockrules_check_take_over(const char *workspace, const struct registry_expect *x,
+			      const struct lock_entry *e, struct wsl_error *err);
+
+/*
+ * Whether reclaim (force: with --force) may take e over: exactly
+ * lockrules_check_take_over with e's own owner expected and no bytes
+ * given, so that the preview says what --yes will do. Returns true or
+ * false and says why in why (len bytes), in the preview's words.
+ */
+bool lockrules_reclaimable(const struct lock_entry *e, bool force, char *why,
+			   size_t len);
+
+#endif

@@ -25,7 +25,7 @@ ifneq ($(SANITIZE),)
 SAN = -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
 VERSION := $(shell cat VERSION)
-PKGS = jansson libsodium
+PKGS = jansson libsodium mount
 # libcurl: headers only. The etcd backend dlopen()s it on first use, so that
 # the ~30 libraries it pulls in do not slow down every local lock.
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) libcurl)
@@ -40,10 +40,11 @@ LIBS = $(PKG_LIBS) -lm
 
 CORE = src/error.o src/crypto.o src/platform.o src/fsx.o src/owner.o src/journal.o \
        src/testhook.o src/registry.o src/registry_etcd.o src/etcd.o \
-       src/liveness.o src/lockrules.o src/registry_local.o
+       src/liveness.o src/lockrules.o src/registry_local.o src/mountinfo.o
 CLI = src/cli.o src/child.o src/cmd_acquire.o src/cmd_release.o src/cmd_run.o \
       src/cmd_inspect.o src/cmd_recover.o src/cmd_reclaim.o src/main.o
-UNIT = tests/unit/test_owner tests/unit/test_platform tests/unit/test_etcd tests/unit/test_error
+UNIT = tests/unit/test_owner tests/unit/test_platform tests/unit/test_etcd tests/unit/test_error \
+       tests/unit/test_mountinfo
 
 all: wslock
 

@@ -18,16 +18,22 @@ enum liveness {
 const char *liveness_name(enum liveness l);
 
 /*
- * Decides whether o's holder is alive, in this order:
+ * Decides whether o's holder is alive, in the order of DESIGN.md section 4
+ * (first match wins; the etcd backend checks its lease, step 2, before it
+ * calls this):
  *  1. the holder's kernel lock on the file "live" in the lock directory
- *     lockdir_fd (-1: none) is held -> live. The probe takes a shared
- *     flock(2) with LOCK_NB and drops it at once, so that concurrent probes
- *     never see each other as holders;
- *  2. o->host is not this host -> unknown (its pid means nothing here);
- *  3. o->boot_id differs from this boot's -> dead (the host rebooted);
- *  4. kill(pid, 0) fails with ESRCH -> dead;
- *  5. the pid's start ticks differ from o->start_ticks -> dead (pid reuse);
- *  6. they are equal -> live; anything unreadable -> live (fail closed).
+ *     lockdir_fd (-1: none) is held -> live; a live file that cannot be
+ *     probed -> live. The probe takes a shared flock(2) with LOCK_NB and
+ *     drops it at once, so that concurrent probes never see each other as
+ *     holders. This is the one proof that crosses pid namespaces;
+ *  3. o->host is not this host, or o->machine_id is not this machine's
+ *     where both are known -> unknown (its pid means nothing here);
+ *  4. the same machine, o->boot_id differs from this boot's -> dead;
+ *  5. o's pid namespace (the initial one when not recorded) is not this
+ *     process's, or this process's cannot be read -> unknown;
+ *  6. kill(pid, 0) fails with ESRCH -> dead; the pid's start ticks differ
+ *     from o->start_ticks -> dead (pid reuse); equal, EPERM, or anything
+ *     unreadable -> live (fail closed).
  * Writes a one-line reason into reason (reasonlen bytes).
  */
 enum liveness liveness_probe(int lockdir_fd, const struct owner *o,

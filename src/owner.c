@@ -2,6 +2,7 @@
 #include "owner.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,13 +12,6 @@ static const char *const policy_names[] = {
 	[IDENTITY_PID_START_BOOT] = "pid-start-boot",
 	[IDENTITY_PID_ONLY] = "pid-only-fail-closed",
 };
-
-static const char *const owner_keys[] = {
-	"schema_version", "kind", "token", "operation_id", "purpose",
-	"workspace_root", "host", "boot_id", "pid", "pid_start_ticks",
-	"identity_policy", "acquired_at", "recovery_of",
-};
-#define OWNER_NKEYS (sizeof(owner_keys) / sizeof(owner_keys[0]))
 
 static bool is_alnum(char c)
 {
@@ -114,6 +108,49 @@ bool owner_path_canonical(const char *s)
 	return true;
 }
 
+bool owner_fs_valid(const char *s)
+{
+	size_t i, n;
+
+	if (strncmp(s, "fsid:", 5) == 0) {
+		if (strlen(s + 5) != 16)
+			return false;
+		for (i = 5; s[i] != '\0'; i++)
+			if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+				return false;
+		return true;
+	}
+	if (strncmp(s, "dev:", 4) != 0)
+		return false;
+	/* "dev:" MAJ ":" MIN, each 1..10 decimal digits. */
+	s += 4;
+	for (i = 0; i < 2; i++) {
+		for (n = 0; s[n] >= '0' && s[n] <= '9'; n++)
+			;
+		if (n == 0 || n > 10 || s[n] != (i == 0 ? ':' : '\0'))
+			return false;
+		s += n + 1;
+	}
+	return true;
+}
+
+/* workspace_fs_path: the root of a filesystem or a canonical path in it. */
+static bool fs_path_valid(const char *s)
+{
+	return strcmp(s, "/") == 0 || owner_path_canonical(s);
+}
+
+static bool token_valid(const char *s)
+{
+	return hex_token_valid(s);
+}
+
+static bool policy_valid(const char *s)
+{
+	return strcmp(s, "pid-start-boot") == 0 ||
+	       strcmp(s, "pid-only-fail-closed") == 0;
+}
+
 void owner_new_operation_id(char out[OWNER_OPID_MAX + 1])
 {
 	char rnd[9], stamp[32];
@@ -159,7 +196,20 @@ int owner_build(struct owner *o, const char *workspace_root, pid_t pid,
 		owner_new_operation_id(o->operation_id);
 	snprintf(o->purpose, sizeof(o->purpose), "%s", purpose);
 	snprintf(o->workspace_root, sizeof(o->workspace_root), "%s", workspace_root);
+	if (mountinfo_identity(workspace_root, o->workspace_fs, o->workspace_fs_path,
+			       err) != 0)
+		return -1;
+	if (!fs_path_valid(o->workspace_fs_path))
+		return wsl_error_set(err, WSL_OS,
+				     "%s is at %s inside its filesystem, which is not a canonical path",
+				     workspace_root, o->workspace_fs_path);
+	o->schema = OWNER_SCHEMA;
 	o->pid = pid;
+	o->has_machine_id = platform_machine_id(o->machine_id) == 0;
+	/* The pid is numbered in the caller's namespace, whatever namespace
+	 * the process itself lives in (acquire --pid may name a process of a
+	 * child namespace by its number here). */
+	o->has_pid_namespace = platform_pid_namespace(0, o->pid_namespace) == 0;
 	o->has_boot_id = platform_boot_id(o->boot_id) == 0;
 	o->has_start_ticks = platform_pid_start_ticks(pid, &o->start_ticks) == 0;
 	if (!o->has_start_ticks && errno == ESRCH)
@@ -174,6 +224,103 @@ int owner_build(struct owner *o, const char *workspace_root, pid_t pid,
 		o->has_recovery_of = true;
 	}
 	return 0;
+}
+
+/*
+ * The one table of owner document keys (DESIGN.md section 3), in the order
+ * documents are written. parse, to_json, equal and diff all walk it, so a
+ * key is added in one place. since: the first schema_version with the key;
+ * a document of version V has exactly the keys with since <= V.
+ */
+enum field_type {
+	FT_SCHEMA,	/* the integer schema_version */
+	FT_KIND,	/* the constant OWNER_KIND */
+	FT_STRING,	/* char[cap] at off, checked by valid */
+	FT_STRING_NULL,	/* the same, or null: bool at has_off */
+	FT_PID,		/* pid_t, 1..WSL_PID_MAX */
+	FT_TICKS,	/* unsigned long long >= 0, or null (has_start_ticks) */
+	FT_POLICY,	/* enum identity_policy by its name */
+};
+
+struct field {
+	const char *key;
+	enum field_type type;
+	int since;
+	size_t off, cap, has_off;
+	bool (*valid)(const char *);
+	const char *rule;	/* what the value must be, for the reason */
+};
+
+#define STR(k, v, since, valid, rule) \
+	{ k, FT_STRING, since, offsetof(struct owner, v), \
+	  sizeof(((struct owner *)0)->v), 0, valid, rule }
+#define STR_NULL(k, v, has, since, valid, rule) \
+	{ k, FT_STRING_NULL, since, offsetof(struct owner, v), \
+	  sizeof(((struct owner *)0)->v), offsetof(struct owner, has), valid, rule }
+
+static const struct field fields[] = {
+	{ "schema_version", FT_SCHEMA, 1, 0, 0, 0, NULL,
+	  "must be the integer 1 or 2" },
+	{ "kind", FT_KIND, 1, 0, 0, 0, NULL, "must be \"" OWNER_KIND "\"" },
+	STR("token", token, 1, token_valid, "must be 32 lowercase hex digits"),
+	STR("operation_id", operation_id, 1, owner_operation_id_valid,
+	    "has characters or a length that are not allowed"),
+	STR("purpose", purpose, 1, owner_purpose_valid,
+	    "must be 1..128 printable characters"),
+	STR("workspace_root", workspace_root, 1, owner_path_canonical,
+	    "is not a canonical absolute path"),
+	STR("workspace_fs", workspace_fs, 2, owner_fs_valid,
+	    "must be \"fsid:\" and 16 lowercase hex digits or \"dev:MAJOR:MINOR\""),
+	STR("workspace_fs_path", workspace_fs_path, 2, fs_path_valid,
+	    "is not / or a canonical absolute path"),
+	STR("host", host, 1, platform_host_valid,
+	    "must be 1..255 printable characters without spaces"),
+	STR_NULL("machine_id", machine_id, has_machine_id, 2,
+		 platform_machine_id_valid, "must be null or 32 lowercase hex digits"),
+	STR_NULL("boot_id", boot_id, has_boot_id, 1, platform_boot_id_valid,
+		 "is not a kernel boot id"),
+	{ "pid", FT_PID, 1, 0, 0, 0, NULL, "must be an integer in 1..4194304" },
+	{ "pid_start_ticks", FT_TICKS, 1, 0, 0, 0, NULL,
+	  "must be a non-negative integer or null" },
+	STR_NULL("pid_namespace", pid_namespace, has_pid_namespace, 2,
+		 platform_pid_namespace_valid, "must be null or \"pid:[INODE]\""),
+	{ "identity_policy", FT_POLICY, 1, 0, 0, 0, policy_valid,
+	  "must be \"pid-start-boot\" or \"pid-only-fail-closed\"" },
+	STR("acquired_at", acquired_at, 1, platform_time_valid,
+	    "must be UTC time as YYYY-MM-DDTHH:MM:SS.mmmZ"),
+	STR_NULL("recovery_of", recovery_of, has_recovery_of, 1, token_valid,
+		 "must be null or 32 lowercase hex digits"),
+};
+#define NFIELDS (sizeof(fields) / sizeof(fields[0]))
+
+static char *field_str(struct owner *o, const struct field *f)
+{
+	return (char *)o + f->off;
+}
+
+static const char *field_cstr(const struct owner *o, const struct field *f)
+{
+	return (const char *)o + f->off;
+}
+
+static bool *field_has(struct owner *o, const struct field *f)
+{
+	return (bool *)((char *)o + f->has_off);
+}
+
+static bool field_chas(const struct owner *o, const struct field *f)
+{
+	return *(const bool *)((const char *)o + f->has_off);
+}
+
+static const struct field *field_find(const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < NFIELDS; i++)
+		if (strcmp(key, fields[i].key) == 0)
+			return &fields[i];
+	return NULL;
 }
 
 static int why_set(char *why, size_t whylen, const char *fmt, ...)
@@ -214,13 +361,102 @@ static int get_string(json_t *obj, const char *key, char *out, size_t cap,
 	return 0;
 }
 
+/* Reads one member of doc into o as f describes it. */
+static int field_parse(json_t *doc, const struct field *f, struct owner *o,
+		       char *why, size_t whylen)
+{
+	json_t *v = json_object_get(doc, f->key);
+	char buf[32];
+	bool *has = NULL;
+
+	switch (f->type) {
+	case FT_SCHEMA:
+		return 0;	/* read before the key set is checked */
+	case FT_KIND:
+		if (get_string(doc, f->key, buf, sizeof(buf), NULL, why, whylen) != 0)
+			return -1;
+		if (strcmp(buf, OWNER_KIND) != 0)
+			return why_set(why, whylen, "\"%s\" %s", f->key, f->rule);
+		return 0;
+	case FT_STRING_NULL:
+		has = field_has(o, f);
+		/* fall through */
+	case FT_STRING:
+		if (get_string(doc, f->key, field_str(o, f), f->cap, has, why, whylen) != 0)
+			return -1;
+		if ((has == NULL || *has) && !f->valid(field_str(o, f)))
+			return why_set(why, whylen, "\"%s\" %s", f->key, f->rule);
+		return 0;
+	case FT_PID:
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > WSL_PID_MAX)
+			return why_set(why, whylen, "\"%s\" %s", f->key, f->rule);
+		o->pid = (pid_t)json_integer_value(v);
+		return 0;
+	case FT_TICKS:
+		if (json_is_null(v)) {
+			o->has_start_ticks = false;
+		} else if (json_is_integer(v) && json_integer_value(v) >= 0) {
+			o->has_start_ticks = true;
+			o->start_ticks = (unsigned long long)json_integer_value(v);
+		} else {
+			return why_set(why, whylen, "\"%s\" %s", f->key, f->rule);
+		}
+		return 0;
+	case FT_POLICY:
+		if (get_string(doc, f->key, buf, sizeof(buf), NULL, why, whylen) != 0)
+			return -1;
+		if (strcmp(buf, policy_names[IDENTITY_PID_START_BOOT]) == 0)
+			o->policy = IDENTITY_PID_START_BOOT;
+		else if (strcmp(buf, policy_names[IDENTITY_PID_ONLY]) == 0)
+			o->policy = IDENTITY_PID_ONLY;
+		else
+			return why_set(why, whylen, "\"%s\" %s", f->key, f->rule);
+		return 0;
+	}
+	return why_set(why, whylen, "internal error: key \"%s\"", f->key);
+}
+
+/* The document's schema_version: OWNER_SCHEMA_V1 or OWNER_SCHEMA, or -1. */
+static int doc_schema(json_t *doc, char *why, size_t whylen)
+{
+	json_t *v = json_object_get(doc, "schema_version");
+
+	if (v == NULL)
+		return why_set(why, whylen, "missing key \"schema_version\"");
+	if (!json_is_integer(v) || (json_integer_value(v) != OWNER_SCHEMA_V1 &&
+				    json_integer_value(v) != OWNER_SCHEMA))
+		return why_set(why, whylen, "\"schema_version\" must be the integer %d or %d",
+			       OWNER_SCHEMA_V1, OWNER_SCHEMA);
+	return (int)json_integer_value(v);
+}
+
+/* Exactly the keys of schema version schema, each once. */
+static int check_keys(json_t *doc, int schema, char *why, size_t whylen)
+{
+	const struct field *f;
+	const char *key;
+	json_t *v;
+	size_t i;
+
+	json_object_foreach(doc, key, v) {
+		f = field_find(key);
+		if (f == NULL || f->since > schema)
+			return why_set(why, whylen, "unknown key \"%.64s\"%s", key,
+				       f != NULL ? " in a schema_version 1 document" : "");
+	}
+	for (i = 0; i < NFIELDS; i++)
+		if (fields[i].since <= schema &&
+		    json_object_get(doc, fields[i].key) == NULL)
+			return why_set(why, whylen, "missing key \"%s\"", fields[i].key);
+	return 0;
+}
+
 int owner_parse(const char *buf, size_t len, struct owner *o, char *why,
 		size_t whylen)
 {
 	json_error_t jerr;
-	json_t *doc, *v;
-	const char *key;
-	char policy[32], kind[32];
+	json_t *doc;
 	size_t i;
 	int rc = -1;
 
@@ -241,118 +477,16 @@ int owner_parse(const char *buf, size_t len, struct owner *o, char *why,
 		why_set(why, whylen, "not a JSON object");
 		goto out;
 	}
-	json_object_foreach(doc, key, v) {
-		bool known = false;
-		for (i = 0; i < OWNER_NKEYS; i++)
-			if (strcmp(key, owner_keys[i]) == 0)
-				known = true;
-		if (!known) {
-			why_set(why, whylen, "unknown key \"%.64s\"", key);
+	o->schema = doc_schema(doc, why, whylen);
+	if (o->schema < 0 || check_keys(doc, o->schema, why, whylen) != 0)
+		goto out;
+	for (i = 0; i < NFIELDS; i++)
+		if (fields[i].since <= o->schema &&
+		    field_parse(doc, &fields[i], o, why, whylen) != 0)
 			goto out;
-		}
-	}
-	for (i = 0; i < OWNER_NKEYS; i++) {
-		if (json_object_get(doc, owner_keys[i]) == NULL) {
-			why_set(why, whylen, "missing key \"%s\"", owner_keys[i]);
-			goto out;
-		}
-	}
-
-	v = json_object_get(doc, "schema_version");
-	if (!json_is_integer(v) || json_integer_value(v) != OWNER_SCHEMA) {
-		why_set(why, whylen, "\"schema_version\" must be the integer %d", OWNER_SCHEMA);
-		goto out;
-	}
-	if (get_string(doc, "kind", kind, sizeof(kind), NULL, why, whylen) != 0)
-		goto out;
-	if (strcmp(kind, OWNER_KIND) != 0) {
-		why_set(why, whylen, "\"kind\" must be \"%s\"", OWNER_KIND);
-		goto out;
-	}
-	if (get_string(doc, "token", o->token, sizeof(o->token), NULL, why, whylen) != 0)
-		goto out;
-	if (!hex_token_valid(o->token)) {
-		why_set(why, whylen, "\"token\" must be 32 lowercase hex digits");
-		goto out;
-	}
-	if (get_string(doc, "operation_id", o->operation_id, sizeof(o->operation_id),
-		       NULL, why, whylen) != 0)
-		goto out;
-	if (!owner_operation_id_valid(o->operation_id)) {
-		why_set(why, whylen, "\"operation_id\" has characters or a length that are not allowed");
-		goto out;
-	}
-	if (get_string(doc, "purpose", o->purpose, sizeof(o->purpose), NULL, why, whylen) != 0)
-		goto out;
-	if (!owner_purpose_valid(o->purpose)) {
-		why_set(why, whylen, "\"purpose\" must be 1..%d printable characters",
-			OWNER_PURPOSE_MAX);
-		goto out;
-	}
-	if (get_string(doc, "workspace_root", o->workspace_root,
-		       sizeof(o->workspace_root), NULL, why, whylen) != 0)
-		goto out;
-	if (!owner_path_canonical(o->workspace_root)) {
-		why_set(why, whylen, "\"workspace_root\" is not a canonical absolute path");
-		goto out;
-	}
-	if (get_string(doc, "host", o->host, sizeof(o->host), NULL, why, whylen) != 0)
-		goto out;
-	if (!platform_host_valid(o->host)) {
-		why_set(why, whylen, "\"host\" must be 1..%d printable characters without spaces",
-			WSL_HOST_MAX);
-		goto out;
-	}
-	if (get_string(doc, "boot_id", o->boot_id, sizeof(o->boot_id), &o->has_boot_id,
-		       why, whylen) != 0)
-		goto out;
-	if (o->has_boot_id && !platform_boot_id_valid(o->boot_id)) {
-		why_set(why, whylen, "\"boot_id\" is not a kernel boot id");
-		goto out;
-	}
-	v = json_object_get(doc, "pid");
-	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-	    json_integer_value(v) > WSL_PID_MAX) {
-		why_set(why, whylen, "\"pid\" must be an integer in 1..%d", WSL_PID_MAX);
-		goto out;
-	}
-	o->pid = (pid_t)json_integer_value(v);
-	v = json_object_get(doc, "pid_start_ticks");
-	if (json_is_null(v)) {
-		o->has_start_ticks = false;
-	} else if (json_is_integer(v) && json_integer_value(v) >= 0) {
-		o->has_start_ticks = true;
-		o->start_ticks = (unsigned long long)json_integer_value(v);
-	} else {
-		why_set(why, whylen, "\"pid_start_ticks\" must be a non-negative integer or null");
-		goto out;
-	}
-	if (get_string(doc, "identity_policy", policy, sizeof(policy), NULL, why, whylen) != 0)
-		goto out;
-	if (strcmp(policy, policy_names[IDENTITY_PID_START_BOOT]) == 0) {
-		o->policy = IDENTITY_PID_START_BOOT;
-		if (!o->has_boot_id || !o->has_start_ticks) {
-			why_set(why, whylen, "policy pid-start-boot needs \"boot_id\" and \"pid_start_ticks\"");
-			goto out;
-		}
-	} else if (strcmp(policy, policy_names[IDENTITY_PID_ONLY]) == 0) {
-		o->policy = IDENTITY_PID_ONLY;
-	} else {
-		why_set(why, whylen, "\"identity_policy\" must be \"pid-start-boot\" or \"pid-only-fail-closed\"");
-		goto out;
-	}
-	if (get_string(doc, "acquired_at", o->acquired_at, sizeof(o->acquired_at),
-		       NULL, why, whylen) != 0)
-		goto out;
-	if (!platform_time_valid(o->acquired_at)) {
-		why_set(why, whylen, "\"acquired_at\" must be UTC time as YYYY-MM-DDTHH:MM:SS.mmmZ");
-		goto out;
-	}
-	if (get_string(doc, "recovery_of", o->recovery_of, sizeof(o->recovery_of),
-		       &o->has_recovery_of, why, whylen) != 0)
-		goto out;
-	if (o->has_recovery_of && !hex_token_valid(o->recovery_of)) {
-		why_set(why, whylen, "\"recovery_of\" must be null or 32 lowercase hex digits");
+	if (o->policy == IDENTITY_PID_START_BOOT &&
+	    (!o->has_boot_id || !o->has_start_ticks)) {
+		why_set(why, whylen, "policy pid-start-boot needs \"boot_id\" and \"pid_start_ticks\"");
 		goto out;
 	}
 	rc = 0;
@@ -377,35 +511,48 @@ bool owner_guess_workspace(const char *buf, size_t len, char out[PATH_MAX])
 	return ok;
 }
 
+/* The value of one member as a new jansson value (NULL: no memory, or a
+ * string that is not valid UTF-8). */
+static json_t *field_to_json(const struct owner *o, const struct field *f)
+{
+	switch (f->type) {
+	case FT_SCHEMA:
+		return json_integer(o->schema);
+	case FT_KIND:
+		return json_string(OWNER_KIND);
+	case FT_STRING_NULL:
+		if (!field_chas(o, f))
+			return json_null();
+		/* fall through */
+	case FT_STRING:
+		return json_string(field_cstr(o, f));
+	case FT_PID:
+		return json_integer(o->pid);
+	case FT_TICKS:
+		return o->has_start_ticks ?
+			json_integer((json_int_t)o->start_ticks) : json_null();
+	case FT_POLICY:
+		return json_string(policy_names[o->policy]);
+	}
+	return NULL;
+}
+
 json_t *owner_to_json(const struct owner *o)
 {
 	json_t *doc = json_object();
-	int bad = 0;
+	size_t i;
 
 	if (doc == NULL)
 		return NULL;
-	bad |= json_object_set_new(doc, "schema_version", json_integer(OWNER_SCHEMA));
-	bad |= json_object_set_new(doc, "kind", json_string(OWNER_KIND));
-	bad |= json_object_set_new(doc, "token", json_string(o->token));
-	bad |= json_object_set_new(doc, "operation_id", json_string(o->operation_id));
-	bad |= json_object_set_new(doc, "purpose", json_string(o->purpose));
-	bad |= json_object_set_new(doc, "workspace_root", json_string(o->workspace_root));
-	bad |= json_object_set_new(doc, "host", json_string(o->host));
-	bad |= json_object_set_new(doc, "boot_id",
-				   o->has_boot_id ? json_string(o->boot_id) : json_null());
-	bad |= json_object_set_new(doc, "pid", json_integer(o->pid));
-	bad |= json_object_set_new(doc, "pid_start_ticks",
-				   o->has_start_ticks ?
-				   json_integer((json_int_t)o->start_ticks) : json_null());
-	bad |= json_object_set_new(doc, "identity_policy",
-				   json_string(policy_names[o->policy]));
-	bad |= json_object_set_new(doc, "acquired_at", json_string(o->acquired_at));
-	bad |= json_object_set_new(doc, "recovery_of",
-				   o->has_recovery_of ? json_string(o->recovery_of) : json_null());
-	if (bad) {
+	for (i = 0; i < NFIELDS; i++) {
+		if (fields[i].since > o->schema)
+			continue;
 		/* json_string() returns NULL for invalid UTF-8, and set_new fails. */
-		json_decref(doc);
-		return NULL;
+		if (json_object_set_new(doc, fields[i].key,
+					field_to_json(o, &fields[i])) != 0) {
+			json_decref(doc);
+			return NULL;
+		}
 	}
 	return doc;
 }
@@ -422,55 +569,57 @@ char *owner_format(const struct owner *o, bool pretty)
 	return text;
 }
 
+/* True when a and b hold the same value for f. */
+static bool field_equal(const struct owner *a, const struct owner *b,
+			const struct field *f)
+{
+	switch (f->type) {
+	case FT_SCHEMA:
+		return a->schema == b->schema;
+	case FT_KIND:
+		return true;
+	case FT_STRING_NULL:
+		if (field_chas(a, f) != field_chas(b, f))
+			return false;
+		if (!field_chas(a, f))
+			return true;
+		/* fall through */
+	case FT_STRING:
+		return strcmp(field_cstr(a, f), field_cstr(b, f)) == 0;
+	case FT_PID:
+		return a->pid == b->pid;
+	case FT_TICKS:
+		return a->has_start_ticks == b->has_start_ticks &&
+		       (!a->has_start_ticks || a->start_ticks == b->start_ticks);
+	case FT_POLICY:
+		return a->policy == b->policy;
+	}
+	return false;
+}
+
 bool owner_equal(const struct owner *a, const struct owner *b)
 {
-	return strcmp(a->token, b->token) == 0 &&
-	       strcmp(a->operation_id, b->operation_id) == 0 &&
-	       strcmp(a->purpose, b->purpose) == 0 &&
-	       strcmp(a->workspace_root, b->workspace_root) == 0 &&
-	       strcmp(a->host, b->host) == 0 &&
-	       a->has_boot_id == b->has_boot_id &&
-	       (!a->has_boot_id || strcmp(a->boot_id, b->boot_id) == 0) &&
-	       a->pid == b->pid &&
-	       a->has_start_ticks == b->has_start_ticks &&
-	       (!a->has_start_ticks || a->start_ticks == b->start_ticks) &&
-	       a->policy == b->policy &&
-	       strcmp(a->acquired_at, b->acquired_at) == 0 &&
-	       a->has_recovery_of == b->has_recovery_of &&
-	       (!a->has_recovery_of || strcmp(a->recovery_of, b->recovery_of) == 0);
+	size_t i;
+
+	for (i = 0; i < NFIELDS; i++)
+		if (!field_equal(a, b, &fields[i]))
+			return false;
+	return true;
 }
 
 void owner_diff(const struct owner *a, const struct owner *b, char *out, size_t len)
 {
-	const struct {
-		const char *key;
-		bool differs;
-	} k[] = {
-		{ "token", strcmp(a->token, b->token) != 0 },
-		{ "operation_id", strcmp(a->operation_id, b->operation_id) != 0 },
-		{ "purpose", strcmp(a->purpose, b->purpose) != 0 },
-		{ "workspace_root", strcmp(a->workspace_root, b->workspace_root) != 0 },
-		{ "host", strcmp(a->host, b->host) != 0 },
-		{ "boot_id", a->has_boot_id != b->has_boot_id ||
-		  (a->has_boot_id && strcmp(a->boot_id, b->boot_id) != 0) },
-		{ "pid", a->pid != b->pid },
-		{ "pid_start_ticks", a->has_start_ticks != b->has_start_ticks ||
-		  (a->has_start_ticks && a->start_ticks != b->start_ticks) },
-		{ "identity_policy", a->policy != b->policy },
-		{ "acquired_at", strcmp(a->acquired_at, b->acquired_at) != 0 },
-		{ "recovery_of", a->has_recovery_of != b->has_recovery_of ||
-		  (a->has_recovery_of && strcmp(a->recovery_of, b->recovery_of) != 0) },
-	};
 	size_t i, used = 0;
 
 	if (len == 0)
 		return;
 	out[0] = '\0';
-	for (i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+	for (i = 0; i < NFIELDS; i++) {
 		int n;
-		if (!k[i].differs)
+		if (field_equal(a, b, &fields[i]))
 			continue;
-		n = snprintf(out + used, len - used, "%s%s", used ? ", " : "", k[i].key);
+		n = snprintf(out + used, len - used, "%s%s", used ? ", " : "",
+			     fields[i].key);
 		if (n < 0 || (size_t)n >= len - used)
 			break;
 		used += (size_t)n;

@@ -58,6 +58,82 @@ int platform_boot_id(char out[WSL_BOOT_ID_LEN + 1])
 	return 0;
 }
 
+bool platform_machine_id_valid(const char *s)
+{
+	bool nonzero = false;
+	size_t i;
+
+	if (strlen(s) != WSL_MACHINE_ID_LEN)
+		return false;
+	for (i = 0; i < WSL_MACHINE_ID_LEN; i++) {
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+		nonzero |= s[i] != '0';
+	}
+	return nonzero;
+}
+
+int platform_machine_id(char out[WSL_MACHINE_ID_LEN + 1])
+{
+	char buf[64];
+	ssize_t n;
+	int fd;
+
+	fd = fsx_open("/etc/machine-id", O_RDONLY, 0);
+	if (fd < 0)
+		return -1;
+	n = fsx_read_all(fd, buf, sizeof(buf) - 1);
+	fsx_close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	if (n > 0 && buf[n - 1] == '\n')
+		buf[n - 1] = '\0';
+	if (!platform_machine_id_valid(buf)) {
+		errno = EINVAL;
+		return -1;
+	}
+	memcpy(out, buf, WSL_MACHINE_ID_LEN + 1);
+	return 0;
+}
+
+bool platform_pid_namespace_valid(const char *s)
+{
+	size_t len = strlen(s), i;
+
+	if (len < 7 || len > WSL_PIDNS_MAX || strncmp(s, "pid:[", 5) != 0 ||
+	    s[len - 1] != ']' || s[5] == '0')
+		return false;
+	for (i = 5; i < len - 1; i++)
+		if (!isdigit((unsigned char)s[i]))
+			return false;
+	return len - 6 <= 10;	/* an inode number of at most 32 bits */
+}
+
+int platform_pid_namespace(pid_t pid, char out[WSL_PIDNS_MAX + 1])
+{
+	char path[64], buf[WSL_PIDNS_MAX + 2];
+	ssize_t n;
+
+	if (pid == 0)
+		snprintf(path, sizeof(path), "/proc/self/ns/pid");
+	else
+		snprintf(path, sizeof(path), "/proc/%ld/ns/pid", (long)pid);
+	n = readlink(path, buf, sizeof(buf) - 1);
+	if (n < 0) {
+		if (errno == ENOENT)
+			errno = ESRCH;
+		return -1;
+	}
+	buf[n] = '\0';
+	if (!platform_pid_namespace_valid(buf)) {
+		errno = EINVAL;
+		return -1;
+	}
+	memcpy(out, buf, (size_t)n + 1);
+	return 0;
+}
+
 bool platform_host_valid(const char *s)
 {
 	size_t len = strlen(s), i;

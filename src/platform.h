@@ -10,6 +10,13 @@
 #define WSL_HOST_MAX 255	/* bytes, without the NUL */
 #define WSL_TIME_LEN 24		/* "2026-11-30T11:28:58.123Z" */
 #define WSL_PID_MAX 4194304	/* PID_MAX_LIMIT on 64-bit Linux, proc(5) */
+#define WSL_MACHINE_ID_LEN 32	/* lowercase hex digits, machine-id(5) */
+#define WSL_PIDNS_MAX 32	/* "pid:[4294967295]" and room to spare */
+/* The initial pid namespace as readlink(2) of /proc/PID/ns/pid shows it:
+ * its inode number is fixed (PROC_PID_INIT_INO in the kernel's
+ * include/linux/proc_ns.h). A document without pid_namespace counts as
+ * written there (DESIGN.md section 3). */
+#define WSL_PIDNS_INITIAL "pid:[4026531836]"
 
 /* True when s is a boot id as the kernel prints it: 36 characters, lowercase
  * hex in groups 8-4-4-4-12 separated by '-' (random(4), boot_id). */
@@ -18,6 +25,25 @@ bool platform_boot_id_valid(const char *s);
 /* Reads /proc/sys/kernel/random/boot_id into out (37 bytes). Returns 0, or
  * -1 with errno set when it is missing or malformed (EINVAL). */
 int platform_boot_id(char out[WSL_BOOT_ID_LEN + 1]);
+
+/* True when s is a machine id as machine-id(5) defines it: 32 lowercase
+ * hex digits, not all zero. */
+bool platform_machine_id_valid(const char *s);
+
+/* Reads /etc/machine-id (machine-id(5)) into out (33 bytes). Returns 0, or
+ * -1 with errno set when it is missing or unreadable, EINVAL when it does
+ * not hold a machine id (an empty file, "uninitialized"). */
+int platform_machine_id(char out[WSL_MACHINE_ID_LEN + 1]);
+
+/* True when s is a pid namespace as readlink(2) of /proc/PID/ns/pid shows
+ * it: "pid:[N]", N a decimal inode number without leading zeros. */
+bool platform_pid_namespace_valid(const char *s);
+
+/* The pid namespace of pid (0: the calling process) as "pid:[INODE]", read
+ * with readlink(2) from /proc/PID/ns/pid (namespaces(7)). Returns 0, or -1
+ * with errno: ESRCH when the process does not exist, EACCES when it is not
+ * ours to inspect, EINVAL when the link is not a pid namespace. */
+int platform_pid_namespace(pid_t pid, char out[WSL_PIDNS_MAX + 1]);
 
 /* The host name recorded in owner documents: $WSLOCK_HOST when set and
  * valid, else gethostname(2). Returns 0, or -1 with errno (EINVAL for a

@@ -4,12 +4,12 @@
 
 load helpers
 
-@test "acquire --pid \$\$ prints a complete schema 1 owner document" {
+@test "acquire --pid \$\$ prints a complete schema 2 owner document" {
 	mkws a
 	run -0 --separate-stderr wsl acquire --pid $$ "$(W a)"
 	[ "${#lines[@]}" -eq 1 ] || fail "owner document is not one line: $output"
 	jq_ok "keys == $OWNER_KEYS"
-	jq_ok '.schema_version == 1 and (.schema_version | type == "number")'
+	jq_ok '.schema_version == 2 and (.schema_version | type == "number")'
 	jq_ok '.kind == "wslock-owner"'
 	jq_ok '.token | type == "string" and test("^[0-9a-f]{32}$")'
 	jq_ok ".pid == $$"
@@ -18,6 +18,14 @@ load helpers
 	jq_ok ".boot_id == \"$(cat /proc/sys/kernel/random/boot_id)\""
 	jq_ok ".host == \"$(uname -n)\""
 	jq_ok '.identity_policy == "pid-start-boot"'
+	jq_ok ".pid_namespace == \"$(readlink /proc/self/ns/pid)\""
+	if [ -r /etc/machine-id ]; then
+		jq_ok ".machine_id == \"$(cat /etc/machine-id)\""
+	else
+		jq_ok '.machine_id == null'
+	fi
+	jq_ok '.workspace_fs | test("^(fsid:[0-9a-f]{16}|dev:[0-9]+:[0-9]+)$")'
+	jq_ok '.workspace_fs_path | startswith("/")'
 	jq_ok '.acquired_at | type == "string" and test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?Z$")'
 	jq_ok '.recovery_of == null'
 	jq_ok '.purpose | type == "string"'

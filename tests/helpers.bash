@@ -9,8 +9,10 @@ bats_require_minimum_version 1.5.0
 
 WSLOCK=${WSLOCK:-$BATS_TEST_DIRNAME/../wslock}
 
-# The exact, sorted key set of a schema 1 owner document (DESIGN §3).
-OWNER_KEYS='["acquired_at","boot_id","host","identity_policy","kind","operation_id","pid","pid_start_ticks","purpose","recovery_of","schema_version","token","workspace_root"]'
+# The exact, sorted key set of a schema 2 owner document (DESIGN §3), and of
+# a schema 1 document as 0.1 wrote it.
+OWNER_KEYS='["acquired_at","boot_id","host","identity_policy","kind","machine_id","operation_id","pid","pid_namespace","pid_start_ticks","purpose","recovery_of","schema_version","token","workspace_fs","workspace_fs_path","workspace_root"]'
+OWNER_KEYS_V1='["acquired_at","boot_id","host","identity_policy","kind","operation_id","pid","pid_start_ticks","purpose","recovery_of","schema_version","token","workspace_root"]'
 
 setup() {
 	# A missing binary is a failure, not a skip: a broken build must not

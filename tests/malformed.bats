@@ -84,6 +84,10 @@ malformed() {
 	duplicate-key-differs) printf '%s,"pid":1}' "${doc%\}}" ;;
 	# A version this binary does not know: the one after the one it writes.
 	schema-version-next) jq -c '.schema_version += 1' <<<"$doc" | tr -d '\n' ;;
+	# Version 1 with the keys only version 2 has.
+	schema-version-1-v2-keys) jq -c '.schema_version = 1' <<<"$doc" | tr -d '\n' ;;
+	bad-pid-namespace) jq -c '.pid_namespace = "net:[4026531840]"' <<<"$doc" | tr -d '\n' ;;
+	bad-workspace-fs) jq -c '.workspace_fs = "uuid:1234"' <<<"$doc" | tr -d '\n' ;;
 	kind-other) jq -c '.kind = "flock-owner"' <<<"$doc" | tr -d '\n' ;;
 	recovery-of-number) jq -c '.recovery_of = 5' <<<"$doc" | tr -d '\n' ;;
 	token-non-hex) jq -c '.token = "zz" + .token[2:]' <<<"$doc" | tr -d '\n' ;;
@@ -264,6 +268,9 @@ CLASSES_MORE=(garbage json-array over-64k-leading purpose-70k purpose-129 pid-hu
 @test "lock file: a NUL byte after the object" { corrupt_lock_case trailing-nul; }
 @test "lock file: a duplicate key with another value" { corrupt_lock_case duplicate-key-differs; }
 @test "lock file: an unknown schema_version (the next one)" { corrupt_lock_case schema-version-next; }
+@test "lock file: schema_version 1 with the version 2 keys" { corrupt_lock_case schema-version-1-v2-keys; }
+@test "lock file: a pid_namespace that is not one" { corrupt_lock_case bad-pid-namespace; }
+@test "lock file: a workspace_fs of an unknown kind" { corrupt_lock_case bad-workspace-fs; }
 @test "lock file: another kind" { corrupt_lock_case kind-other; }
 @test "lock file: recovery_of a number" { corrupt_lock_case recovery-of-number; }
 @test "lock file: a non-hex token" { corrupt_lock_case token-non-hex; }
@@ -314,6 +321,7 @@ CLASSES_MORE=(garbage json-array over-64k-leading purpose-70k purpose-129 pid-hu
 @test "expected owner: a NUL byte after the object" { expected_owner_case trailing-nul; }
 @test "expected owner: a duplicate key with another value" { expected_owner_case duplicate-key-differs; }
 @test "expected owner: an unknown schema_version (the next one)" { expected_owner_case schema-version-next; }
+@test "expected owner: schema_version 1 with the version 2 keys" { expected_owner_case schema-version-1-v2-keys; }
 @test "expected owner: another kind" { expected_owner_case kind-other; }
 @test "expected owner: recovery_of a number" { expected_owner_case recovery-of-number; }
 @test "expected owner: a non-hex token" { expected_owner_case token-non-hex; }

@@ -31,8 +31,9 @@ assert_recovered_from() {
 		and $n.operation_id == $o.operation_id
 		and $n.purpose == $o.purpose
 		and $n.workspace_root == $o.workspace_root
-		and $n.kind == "wslock-owner" and $n.schema_version == 1
-		and ($n | keys) == ($o | keys)' >/dev/null ||
+		and $n.kind == "wslock-owner" and $n.schema_version == 2
+		and ($n | keys) == '"$OWNER_KEYS"'
+		and ([$o | keys | .[] | select(. as $k | $n | has($k) | not)] == [])' >/dev/null ||
 		fail "new owner is not a recovery of the old one:
 old: $1
 new: $2"
@@ -251,7 +252,7 @@ new: $2"
 	f=$BATS_TEST_TMPDIR/expected.json
 	i=0
 	for doc in 'garbage' '' 'null' '[]' '{}' "$DEAD_OWNER trailing" "$DEAD_OWNER$DEAD_OWNER" \
-		"$(jq -c '.schema_version = 2' <<<"$DEAD_OWNER")" \
+		"$(jq -c '.schema_version = 3' <<<"$DEAD_OWNER")" \
 		"$(jq -c '.pid = 0' <<<"$DEAD_OWNER")" \
 		"$(jq -c '.token = "XYZ"' <<<"$DEAD_OWNER")"; do
 		i=$((i + 1))

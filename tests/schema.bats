@@ -186,7 +186,7 @@ have_opt() {
 	local doc bad
 	doc=$(wsl acquire --pid $$ "$(ws a)")
 	valid owner "$doc"
-	for bad in 'del(.token)' '.extra = 1' '.schema_version = 2' '.schema_version = "1"' \
+	for bad in 'del(.token)' '.extra = 1' '.schema_version = 3' '.schema_version = 1' '.schema_version = "2"' \
 		'.kind = "other"' '.token = "ABC"' '.token = (.token + "0")' \
 		'.operation_id = "-x"' '.operation_id = ("a" * 193)' '.purpose = ""' \
 		'.purpose = ("x" * 129)' '.purpose = "a\u0007b"' '.workspace_root = "relative"' \

@@ -2,6 +2,7 @@
 #include "platform.h"
 #include "tap.h"
 
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -48,6 +49,33 @@ int main(void)
 	CHECK(!platform_time_valid("2026-11-30T11:28:58Z"), "time without ms refused");
 	CHECK(!platform_time_valid("2026-11-30 11:28:58.123Z"), "time without T refused");
 	CHECK(!platform_time_valid("2026-11-30T11:28:58.123+00:00"), "offset instead of Z refused");
+
+	CHECK(platform_machine_id_valid("3d1219c7c4c5404aaa1f6d2a48adfda4"), "machine id shape");
+	CHECK(!platform_machine_id_valid("3d1219c7c4c5404aaa1f6d2a48adfda"), "short machine id refused");
+	CHECK(!platform_machine_id_valid("00000000000000000000000000000000"), "all-zero machine id refused");
+	CHECK(!platform_machine_id_valid("uninitialized"), "uninitialized machine id refused");
+	{
+		char mid[WSL_MACHINE_ID_LEN + 1];
+		if (access("/etc/machine-id", R_OK) == 0)
+			CHECK(platform_machine_id(mid) == 0 && platform_machine_id_valid(mid),
+			      "this machine's id reads and validates");
+		else
+			CHECK(platform_machine_id(mid) != 0, "no /etc/machine-id: no machine id");
+	}
+	{
+		char self_ns[WSL_PIDNS_MAX + 1], pid_ns[WSL_PIDNS_MAX + 1];
+		CHECK(platform_pid_namespace(0, self_ns) == 0 &&
+		      platform_pid_namespace_valid(self_ns), "own pid namespace reads");
+		CHECK(platform_pid_namespace(getpid(), pid_ns) == 0 &&
+		      strcmp(self_ns, pid_ns) == 0, "own pid names the same namespace");
+		CHECK(platform_pid_namespace(4194304 + 1, pid_ns) != 0 && errno == ESRCH,
+		      "an impossible pid has no namespace (ESRCH)");
+	}
+	CHECK(platform_pid_namespace_valid(WSL_PIDNS_INITIAL), "initial namespace shape");
+	CHECK(!platform_pid_namespace_valid("pid:[0123]"), "leading zero refused");
+	CHECK(!platform_pid_namespace_valid("mnt:[4026531841]"), "mount namespace refused");
+	CHECK(!platform_pid_namespace_valid("pid:[4026531836"), "unclosed bracket refused");
+	CHECK(!platform_pid_namespace_valid("pid:[42949672950]"), "inode above 32 bits refused");
 
 	CHECK(platform_host_valid("build-01.example"), "host name");
 	CHECK(!platform_host_valid(""), "empty host refused");

@@ -112,14 +112,8 @@ bool owner_fs_valid(const char *s)
 {
 	size_t i, n;
 
-	if (strncmp(s, "fsid:", 5) == 0) {
-		if (strlen(s + 5) != 16)
-			return false;
-		for (i = 5; s[i] != '\0'; i++)
-			if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-				return false;
-		return true;
-	}
+	if (strncmp(s, "fsid:", 5) == 0)
+		return crypto_hex_valid(s + 5, 16);
 	if (strncmp(s, "dev:", 4) != 0)
 		return false;
 	/* "dev:" MAJ ":" MIN, each 1..10 decimal digits. */

@@ -1,5 +1,6 @@
 /* platform.c - /proc parsing, host identity and clocks. */
 #include "platform.h"
+#include "crypto.h"
 #include "fsx.h"
 
 #include <ctype.h>
@@ -60,17 +61,8 @@ int platform_boot_id(char out[WSL_BOOT_ID_LEN + 1])
 
 bool platform_machine_id_valid(const char *s)
 {
-	bool nonzero = false;
-	size_t i;
-
-	if (strlen(s) != WSL_MACHINE_ID_LEN)
-		return false;
-	for (i = 0; i < WSL_MACHINE_ID_LEN; i++) {
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-		nonzero |= s[i] != '0';
-	}
-	return nonzero;
+	return crypto_hex_valid(s, WSL_MACHINE_ID_LEN) &&
+	       strspn(s, "0") != WSL_MACHINE_ID_LEN;
 }
 
 int platform_machine_id(char out[WSL_MACHINE_ID_LEN + 1])

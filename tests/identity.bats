@@ -1,0 +1,275 @@
+#!/usr/bin/env bats
+# Identity and liveness across pid namespaces, machines and schema versions
+# (DESIGN §3, §4): a live holder in another pid namespace is never judged
+# dead, a holder's kernel lock is seen across namespaces, a version 1
+# document is kept and recovered by its exact bytes, another machine with
+# the same host name is unknown.
+
+load helpers
+
+# needs_pidns: skip, saying why, when new pid namespaces cannot be made here
+# (root without CAP_SYS_ADMIN in an unprivileged container).
+needs_pidns() {
+	unshare -fp --mount-proc true 2>/dev/null ||
+		skip "cannot create a pid namespace here (unshare -fp --mount-proc: no CAP_SYS_ADMIN)"
+}
+
+# ns_acquire WS: in a new pid namespace, a sleeper acquires WS with
+# acquire --pid. Sets NS_PID (unshare, outside), NS_DIR (owner.json there).
+# The namespace ends (and its sleeper with it) when NS_DIR/GO appears.
+ns_acquire() {
+	NS_DIR=$BATS_TEST_TMPDIR/ns.$RANDOM
+	mkdir -p "$NS_DIR"
+	unshare -fp --mount-proc --kill-child sh -c '
+		sleep 300 </dev/null >/dev/null 2>&1 &
+		"$1" acquire -q --pid $! "$2" >"$3/owner.json" 2>"$3/err" || exit 1
+		touch "$3/READY"
+		while [ ! -e "$3/GO" ]; do sleep 0.05; done' sh "$WSLOCK" "$1" "$NS_DIR" \
+		</dev/null >/dev/null 2>&1 3>&- &
+	NS_PID=$!
+	track_pid "$NS_PID"
+	wait_for "[ -e '$NS_DIR/READY' ] || ! is_running $NS_PID" 20
+	[ -e "$NS_DIR/READY" ] || fail "acquire in a pid namespace failed: $(cat "$NS_DIR/err")"
+}
+
+ns_end() {
+	touch "$NS_DIR/GO"
+	wait_exit "$NS_PID" 20 || fail "namespace $NS_PID did not end"
+}
+
+# in_pidns CMD...: CMD in a new pid namespace with its own /proc.
+in_pidns() {
+	timeout -k 5 30 unshare -fp --mount-proc --kill-child "$@"
+}
+
+# refuses_takeover WS: with WS's owner of unknown liveness, --reclaim-dead,
+# reclaim --yes and recover without --force all refuse and change nothing.
+refuses_takeover() {
+	local ws=$1 before f=$BATS_TEST_TMPDIR/expected.json
+	before=$(registry_snapshot)
+	run --separate-stderr wsl run -n --reclaim-dead "$ws" -- echo RAN
+	[ "$status" -ne 0 ] || fail "run --reclaim-dead ran: $output"
+	[[ $output != *RAN* ]] || fail "the command ran: $output"
+	run -0 --separate-stderr wsl reclaim --yes
+	jq_ok '.reclaimed == [] and (.skipped | length) == 1'
+	wsl inspect --owner "$ws" >"$f"
+	run -69 --separate-stderr wsl recover --expected-owner "$f" "$ws"
+	assert_json_error WSLOCK_LIVENESS_UNKNOWN
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+}
+
+@test "a live acquire --pid holder in another pid namespace is unknown outside, never dead, and is not taken over" {
+	needs_pidns
+	mkws a
+	ns_acquire "$(W a)"
+	jq_ok ".pid_namespace != \"$(readlink /proc/self/ns/pid)\" and .pid_namespace != null" \
+		"$(cat "$NS_DIR/owner.json")"
+	inspect_json "$(W a)"
+	jq_ok '.state == "held" and .liveness == "unknown"' "$INSPECT"
+	jq_ok '.liveness_reason | test("pid namespace")' "$INSPECT"
+	refuses_takeover "$(W a)"
+	ns_end
+}
+
+@test "a holder in the initial namespace is unknown to a prober in another pid namespace, alive or dead" {
+	needs_pidns
+	mkws a b
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	dead_acquired "$(W b)"
+	run -0 in_pidns "$WSLOCK" inspect "$(W a)"
+	jq_ok '.liveness == "unknown" and (.liveness_reason | test("pid namespace"))'
+	run -0 in_pidns "$WSLOCK" inspect "$(W b)"
+	jq_ok '.liveness == "unknown"'
+	# Outside, in the holder's own namespace, the pid is checked.
+	inspect_json "$(W b)"
+	jq_ok '.liveness == "dead"' "$INSPECT"
+	before=$(registry_snapshot)
+	run in_pidns "$WSLOCK" run -n --reclaim-dead "$(W b)" -- echo RAN
+	[ "$status" -ne 0 ] && [[ $output != *RAN* ]] || fail "reclaimed from another namespace: $output"
+	run -0 in_pidns "$WSLOCK" reclaim --yes
+	jq_ok '.reclaimed == []'
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+}
+
+@test "a run holder inside a pid namespace is live outside (its kernel lock), and excludes" {
+	needs_pidns
+	mkws a
+	local d=$BATS_TEST_TMPDIR/nsrun
+	mkdir -p "$d"
+	unshare -fp --mount-proc --kill-child "$WSLOCK" run "$(W a)" -- sh -c '
+		touch "$1/READY"; while [ ! -e "$1/GO" ]; do sleep 0.05; done' sh "$d" \
+		</dev/null >/dev/null 2>"$d/err" 3>&- &
+	local p=$!
+	track_pid "$p"
+	wait_for "[ -e '$d/READY' ] || ! is_running $p" 20
+	[ -e "$d/READY" ] || fail "run in a pid namespace failed: $(cat "$d/err")"
+	inspect_json "$(W a)"
+	jq_ok '.liveness == "live" and (.liveness_reason | test("kernel lock"))' "$INSPECT"
+	run -75 --separate-stderr wsl run -n --reclaim-dead "$(W a)" -- echo RAN
+	[[ $output != *RAN* ]] || fail "ran beside the holder"
+	touch "$d/GO"
+	wait_exit "$p" 20
+	[ "$WAIT_STATUS" -eq 0 ] || fail "the namespaced run exited $WAIT_STATUS: $(cat "$d/err")"
+	inspect_json "$(W a)"
+	jq_ok '.state == "free"' "$INSPECT"
+}
+
+@test "a dead acquire --pid holder of another pid namespace stays unknown: recover needs --force --reason" {
+	needs_pidns
+	mkws a
+	ns_acquire "$(W a)"
+	ns_end
+	inspect_json "$(W a)"
+	jq_ok '.state == "held" and .liveness == "unknown"' "$INSPECT"
+	refuses_takeover "$(W a)"
+	f=$BATS_TEST_TMPDIR/expected.json
+	wsl inspect --owner "$(W a)" >"$f"
+	run -0 --separate-stderr wsl recover --force --reason "namespace gone" --expected-owner "$f" "$(W a)"
+	jq_ok '.action == "recovered" or .action == "released"'
+	inspect_json "$(W a)"
+	jq_ok '.state == "free"' "$INSPECT"
+}
+
+# v1_doc JSON: the same holder as a 0.1 (schema_version 1) document.
+v1_doc() {
+	jq -c '.schema_version = 1 | del(.workspace_fs, .workspace_fs_path, .machine_id, .pid_namespace)' <<<"$1"
+}
+
+@test "a version 1 document planted by hand is honoured, shown and recovered by its exact bytes" {
+	mkws a b
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	v1_doc "$OWNER" | tr -d '\n' | put_owner "$(W a)"
+	local bytes
+	bytes=$(cat "$(lock_dir_of "$(W a)")/owner.json")
+	jq_ok "keys == $OWNER_KEYS_V1" "$bytes"
+	# Live: honoured.
+	run -75 --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+	inspect_json "$(W a)"
+	jq_ok '.state == "held" and .liveness == "live"' "$INSPECT"
+	run -0 --separate-stderr wsl inspect --owner "$(W a)"
+	[ "$output" = "$bytes" ] || fail "inspect --owner is not the document's bytes:
+$output
+$bytes"
+	# Dead: recovered by exactly those bytes.
+	kill -KILL "$SLEEPER_PID"
+	wait_exit "$SLEEPER_PID" 10
+	inspect_json "$(W a)"
+	jq_ok '.liveness == "dead"' "$INSPECT"
+	printf '%s' "$bytes" >"$BATS_TEST_TMPDIR/expected.json"
+	# The same document as version 2 is not the one held.
+	jq -c '.schema_version = 2 | .workspace_fs = "dev:0:1" | .workspace_fs_path = "/x"
+		| .machine_id = null | .pid_namespace = null' <<<"$bytes" >"$BATS_TEST_TMPDIR/v2.json"
+	run -65 --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/v2.json" "$(W a)"
+	assert_json_error WSLOCK_OWNER_MISMATCH
+	run -0 --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/expected.json" "$(W a)"
+	jq_ok ".prior_owner == $bytes"
+	jq_ok '.owner.schema_version == 2 and .owner.recovery_of == .prior_owner.token'
+	tail -n 1 "$WSLOCK_DIR/journal.jsonl" | jq -e --argjson b "$bytes" '.prior_owner == $b' >/dev/null ||
+		fail "journal does not hold the version 1 document"
+	# reclaim takes a dead version 1 owner too.
+	dead_acquired "$(W b)"
+	v1_doc "$DEAD_OWNER" | tr -d '\n' | put_owner "$(W b)"
+	run -0 --separate-stderr wsl reclaim --yes "$(W b)"
+	jq_ok '(.reclaimed | length) == 1'
+}
+
+@test "another machine with the same host name (machine_id differs, boot id differs) is unknown, not dead" {
+	[ -r /etc/machine-id ] && [ -s /etc/machine-id ] ||
+		skip "this machine has no /etc/machine-id, so no machine id can differ from it"
+	mkws a b
+	dead_acquired "$(W a)"
+	edit_owner "$(W a)" '.machine_id = "0123456789abcdef0123456789abcdef" | .boot_id = "4a760414-a5f5-4c44-b75c-0e8b7c280e9a"'
+	inspect_json "$(W a)"
+	jq_ok '.liveness == "unknown" and (.liveness_reason | test("machine id"))' "$INSPECT"
+	refuses_takeover "$(W a)"
+	# The same machine id and another boot: rebooted, dead.
+	dead_acquired "$(W b)"
+	edit_owner "$(W b)" '.boot_id = "4a760414-a5f5-4c44-b75c-0e8b7c280e9a"'
+	inspect_json "$(W b)"
+	jq_ok '.liveness == "dead" and (.liveness_reason | test("rebooted"))' "$INSPECT"
+	# No machine id recorded: the host name and boot id decide, as in 0.1.
+	edit_owner "$(W b)" '.machine_id = null'
+	inspect_json "$(W b)"
+	jq_ok '.liveness == "dead"' "$INSPECT"
+}
+
+@test "a document without pid_namespace counts as written in the initial namespace" {
+	[ "$(readlink /proc/self/ns/pid)" = "pid:[4026531836]" ] ||
+		skip "these tests do not run in the initial pid namespace"
+	mkws a
+	dead_acquired "$(W a)"
+	edit_owner "$(W a)" '.pid_namespace = null'
+	inspect_json "$(W a)"
+	jq_ok '.liveness == "dead"' "$INSPECT"
+	edit_owner "$(W a)" '.pid_namespace = "pid:[4026532999]"'
+	inspect_json "$(W a)"
+	jq_ok '.liveness == "unknown"' "$INSPECT"
+}
+
+@test "workspace identity: the fs identity and path inside agree with findmnt and statfs" {
+	command -v findmnt >/dev/null || skip "findmnt (util-linux) is not installed"
+	mkws a/sub
+	local ws fs root target rest
+	ws=$(canon "$(W a/sub)")
+	run -0 --separate-stderr wsl acquire --pid $$ "$ws"
+	root=$(findmnt -n -o FSROOT -T "$ws")
+	target=$(findmnt -n -o TARGET -T "$ws")
+	rest=${ws#"$target"}
+	[ "$target" = / ] && rest=$ws
+	want=$root$rest
+	[ "$root" = / ] && want=${rest:-/}
+	jq_ok ".workspace_fs_path == \"$want\""
+	fs=$(stat -f -c %i "$ws")
+	if [ "$fs" != 0 ] && [ "$fs" != 0000000000000000 ]; then
+		jq_ok ".workspace_fs == \"fsid:$(printf %16s "$fs" | tr " " 0)\""
+	else
+		jq_ok ".workspace_fs == \"dev:$(stat -c '%Hd:%Ld' "$ws")\""
+	fi
+}
+
+# needs_mounts: skip, saying why, when mount namespaces and bind mounts
+# cannot be made here.
+needs_mounts() {
+	unshare -m sh -c 'mount -t tmpfs none /mnt' 2>/dev/null ||
+		skip "cannot create a mount namespace and mount here (no CAP_SYS_ADMIN)"
+}
+
+# in_mountns SCRIPT ARGS...: SCRIPT (sh) in a new mount namespace, mounts
+# private, so nothing it mounts is seen outside or outlives it.
+in_mountns() {
+	timeout -k 5 30 unshare -m --propagation private sh -c "$@"
+}
+
+@test "owner documents through a bind mount, another mount namespace and the real path carry one identity" {
+	needs_mounts
+	mkws real/sub alias
+	local r a
+	r=$(canon "$(W real)")
+	a=$(canon "$(W alias)")
+	run -0 in_mountns '
+		mount --bind "$1" "$2" || exit 1
+		"$3" acquire --pid $$ "$2/sub"
+		' sh "$r" "$a" "$WSLOCK"
+	local via_alias=$output
+	jq_ok ".workspace_root == \"$a/sub\"" "$via_alias"
+	# The namespace is gone: the real path, from here.
+	rm -rf "$WSLOCK_DIR"
+	run -0 --separate-stderr wsl acquire --pid $$ "$r/sub"
+	local via_real=$output
+	jq_ok ".workspace_root == \"$r/sub\"" "$via_real"
+	[ "$(jq -c '[.workspace_fs, .workspace_fs_path]' <<<"$via_alias")" = \
+	  "$(jq -c '[.workspace_fs, .workspace_fs_path]' <<<"$via_real")" ] ||
+		fail "identity differs: alias $via_alias, real $via_real"
+	# A container-like view: the directory mounted at another place in a
+	# new mount namespace, seen by a process with another root.
+	run -0 in_mountns '
+		mkdir -p /tmp/wslock-ct.$$ && mount -t tmpfs none /tmp/wslock-ct.$$ &&
+		mkdir /tmp/wslock-ct.$$/work && mount --bind "$1" /tmp/wslock-ct.$$/work &&
+		WSLOCK_DIR=/tmp/wslock-ct.$$/reg "$2" acquire --pid $$ /tmp/wslock-ct.$$/work/sub
+		' sh "$r" "$WSLOCK"
+	[ "$(jq -c '[.workspace_fs, .workspace_fs_path]' <<<"$output")" = \
+	  "$(jq -c '[.workspace_fs, .workspace_fs_path]' <<<"$via_real")" ] ||
+		fail "identity differs in another mount namespace: $output"
+}

@@ -70,7 +70,24 @@ put bad-nul-escaped "$(mod '.purpose = "a\u0000b"')"
 { printf '%s' "${V%%acquire*}"; printf 'acq\300\257uire'; printf '%s' "${V#*acquire}"; } >"$DIR/bad-utf8-overlong"
 put bad-escaped-surrogate "$(mod '.purpose = "x"' | sed 's/"purpose":"x"/"purpose":"\\ud800"/')"
 put bad-kind "$(mod '.kind = "wslock-owners"')"
-put bad-schema-2 "$(mod '.schema_version = 2')"
+put bad-schema-2-v1-keys "$(mod '.schema_version = 2')"
+put bad-schema-3 "$(mod '.schema_version = 3')"
+# Version 2 (the four keys after workspace_root, host, pid_start_ticks).
+V2=$(mod '{schema_version: 2, kind, token, operation_id, purpose, workspace_root,
+	workspace_fs: "fsid:91f872ef092c6674", workspace_fs_path: "/ci/ws", host,
+	machine_id: "3d1219c7c4c5404aaa1f6d2a48adfda4", boot_id, pid, pid_start_ticks,
+	pid_namespace: "pid:[4026531836]", identity_policy, acquired_at, recovery_of}')
+mod2() { jq -c "$1" <<<"$V2"; }
+put valid-v2 "$V2"
+put valid-v2-nulls "$(mod2 '.machine_id = null | .pid_namespace = null | .workspace_fs = "dev:253:0" | .workspace_fs_path = "/"')"
+printf '%s\x1e%s' "$V" "$V2" >"$DIR/pair-v1-v2"
+printf '%s\x1e%s' "$V2" "$(mod2 '.pid_namespace = "pid:[4026532178]"')" >"$DIR/pair-other-namespace"
+put bad-v2-missing-namespace "$(mod2 'del(.pid_namespace)')"
+put bad-v1-with-machine-id "$(mod '.machine_id = null')"
+put bad-v2-fs "$(mod2 '.workspace_fs = "uuid:1234"')"
+put bad-v2-fs-path "$(mod2 '.workspace_fs_path = "ci/ws"')"
+put bad-v2-machine-id "$(mod2 '.machine_id = "3D1219C7C4C5404AAA1F6D2A48ADFDA4"')"
+put bad-v2-namespace "$(mod2 '.pid_namespace = "net:[4026531840]"')"
 put bad-token-upper "$(mod '.token = "0123456789ABCDEF0123456789ABCDEF"')"
 put bad-token-short "$(mod '.token = "0123"')"
 put bad-boot-id "$(mod '.boot_id = "not-a-boot-id"')"

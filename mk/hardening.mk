@@ -20,7 +20,8 @@ FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_FLAGS = -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
 	     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-FUZZ_SRCS = src/owner.c src/platform.c src/crypto.c src/error.c src/fsx.c src/testhook.c
+FUZZ_SRCS = src/owner.c src/platform.c src/crypto.c src/error.c src/fsx.c src/testhook.c \
+            src/mountinfo.c
 FUZZ_WORK ?= $(or $(TMPDIR),/tmp)/wslock-fuzz
 
 # The core bats files, whose every wslock invocation runs under valgrind

@@ -7,6 +7,11 @@
 
 bats_require_minimum_version 1.5.0
 
+# is_running, start_ticks, wait_for, lock_key_of and the other helpers the
+# crash matrix and the stress test use too.
+# shellcheck source=tests/lib.sh
+. "$BATS_TEST_DIRNAME/lib.sh"
+
 WSLOCK=${WSLOCK:-$BATS_TEST_DIRNAME/../wslock}
 
 # The exact, sorted key set of a schema 2 owner document (DESIGN §3), and of
@@ -19,8 +24,7 @@ setup() {
 	# pass as an all-skipped suite.
 	[ -x "$WSLOCK" ] || fail "wslock binary not found at $WSLOCK (run make first)"
 	# The suite may itself run under wslock or with a user's settings.
-	unset WSLOCK_TOKEN WSLOCK_WORKSPACE WSLOCK_OWNER WSLOCK_HOST \
-		WSLOCK_ALLOW_NETWORK_FS WSLOCK_FENCE XDG_STATE_HOME
+	wsl_clean_env
 	export WSLOCK_DIR=$BATS_TEST_TMPDIR/reg
 	: >"$BATS_TEST_TMPDIR/.pids"
 	: >"$BATS_TEST_TMPDIR/.holds"
@@ -70,24 +74,6 @@ wsl() {
 	timeout -k 5 30 "$WSLOCK" "$@"
 }
 
-# wait_for 'CONDITION' [SECONDS=10]: poll CONDITION (eval'd) every 0.05 s.
-wait_for() {
-	local cond=$1 secs=${2:-10} i n
-	n=$((secs * 20))
-	for ((i = 0; i < n; i++)); do
-		if eval "$cond"; then return 0; fi
-		sleep 0.05
-	done
-	fail "wait_for: condition not met within ${secs}s: $cond"
-}
-
-# is_running PID: true while PID exists and is not a zombie.
-is_running() {
-	local st
-	st=$(sed -n 's/.*) \([A-Za-z]\) .*/\1/p' "/proc/$1/stat" 2>/dev/null) || return 1
-	[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
-}
-
 # wait_exit PID [SECONDS=30]: wait (bounded) until PID has ended; if it is
 # our child, reap it and set WAIT_STATUS to its exit status.
 wait_exit() {
@@ -109,8 +95,7 @@ track_pid() {
 
 # start_sleeper: a live process to name as holder; sets SLEEPER_PID.
 start_sleeper() {
-	sleep 300 </dev/null >/dev/null 2>&1 3>&- &
-	SLEEPER_PID=$!
+	wsl_start_sleeper 300
 	track_pid "$SLEEPER_PID"
 }
 
@@ -123,11 +108,6 @@ dead_pid() {
 	echo "$p"
 }
 
-# start_ticks PID: field 22 of /proc/PID/stat (parsed after the last ')').
-start_ticks() {
-	sed 's/.*) //' "/proc/$1/stat" | cut -d' ' -f20
-}
-
 # W NAME: the path of workspace NAME under $BATS_TEST_TMPDIR/ws;
 # mkws NAME...: create those directories (with parents).
 W() { printf '%s/ws/%s' "$BATS_TEST_TMPDIR" "$1"; }
@@ -138,10 +118,7 @@ mkws() {
 
 canon() { realpath -e "$1"; }
 
-# lock_dir_of WS: the registry directory of WS's lock.
-lock_key_of() {
-	printf %s "$(realpath -e "$1")" | b2sum -l 256 | cut -d' ' -f1
-}
+# lock_dir_of WS: the registry directory of WS's lock (lock_key_of: lib.sh).
 lock_dir_of() {
 	printf '%s/locks/%s' "$WSLOCK_DIR" "$(lock_key_of "$1")"
 }

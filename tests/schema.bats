@@ -5,9 +5,12 @@
 # lines once those commands exist.  Needs python3 with jsonschema >= 4
 # (Debian: python3-jsonschema) and jq.
 #
-# Self-contained on purpose: it does not load helpers.
+# Self-contained on purpose: it does not load helpers (only the plain shell
+# helpers of lib.sh).
 
 bats_require_minimum_version 1.5.0
+# shellcheck source=tests/lib.sh
+. "$BATS_TEST_DIRNAME/lib.sh"
 
 WSLOCK=${WSLOCK:-$BATS_TEST_DIRNAME/../wslock}
 SCHEMA_DIR=$BATS_TEST_DIRNAME/../doc/schema
@@ -124,8 +127,7 @@ ws() {
 }
 
 lock_dir_of() {
-	printf '%s/locks/%s' "$WSLOCK_DIR" \
-		"$(printf %s "$(realpath -e "$1")" | b2sum -l 256 | cut -d' ' -f1)"
+	printf '%s/locks/%s' "$WSLOCK_DIR" "$(lock_key_of "$1")"
 }
 
 # start_sleeper: a live process to name as holder; sets SLEEPER.

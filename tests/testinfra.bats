@@ -74,3 +74,45 @@ setup() {
 	run bash -c 'set -eu; out=$(. "$1/tests/lib.sh"); [ -z "$out" ]; . "$1/tests/lib.sh"; declare -F wsl_strict_skips' sh "$ROOT"
 	[ "$status" -eq 0 ]
 }
+
+@test "lib.sh: wsl_journal_problems finds every line that is not one JSON object, and a missing final newline" {
+	. "$ROOT/tests/lib.sh"
+	local j=$BATS_TEST_TMPDIR/journal.jsonl
+	run wsl_journal_problems "$j"
+	[ "$status" -eq 0 ] && [ -z "$output" ]
+	printf '{"a":1}\n{"b":"x y"}\n' >"$j"
+	run wsl_journal_problems "$j"
+	[ "$status" -eq 0 ] && [ -z "$output" ]
+	printf '{"a":1}\n{}{}\n[1]\n{"half":\n{"b":2}' >"$j"
+	run wsl_journal_problems "$j"
+	[ "$status" -eq 1 ]
+	[[ $output == *"object: {}{}"* && $output == *"object: [1]"* && $output == *'object: {"half":'* ]]
+	[[ $output == *"does not end with a newline"* ]]
+	[[ $output != *'{"a":1}'* && $output != *'{"b":2}'* ]]
+}
+
+@test "lib.sh: wsl_registry_leftovers names non-empty working directories, not the tmp format stamp" {
+	. "$ROOT/tests/lib.sh"
+	local r=$BATS_TEST_TMPDIR/reg
+	mkdir -p "$r/locks" "$r/nest" "$r/staging"
+	: >"$r/tmp"
+	: >"$r/journal.jsonl"
+	run wsl_registry_leftovers "$r"
+	[ "$status" -eq 0 ] && [ -z "$output" ]
+	mkdir "$r/nest/k1" "$r/staging/s1"
+	run wsl_registry_leftovers "$r"
+	[ "$status" -eq 1 ]
+	[[ $output == *"nest/: k1"* && $output == *"staging/: s1"* && $output != *locks* ]]
+}
+
+@test "lib.sh: wsl_kill_reap leaves a started sleeper provably gone; wait_for is bounded" {
+	. "$ROOT/tests/lib.sh"
+	wsl_start_sleeper 60
+	is_running "$SLEEPER_PID"
+	[ -n "$(start_ticks "$SLEEPER_PID")" ]
+	wsl_kill_reap "$SLEEPER_PID"
+	! is_running "$SLEEPER_PID"
+	run wait_for false 1
+	[ "$status" -eq 1 ]
+	[[ $output == *"not met within 1s"* ]]
+}

@@ -35,16 +35,14 @@ WSLOCK=${WSLOCK:-$ROOT/wslock}
 WSLOCK_TEST=${WSLOCK_TEST:-$ROOT/wslock-test}
 VERBOSE=0
 [ "${1:-}" = -v ] && VERBOSE=1
+# shellcheck source=tests/lib.sh
+. "$ROOT/tests/lib.sh"
 
 for b in "$WSLOCK" "$WSLOCK_TEST"; do
 	[ -x "$b" ] || { echo "matrix.sh: $b is not built (make && make test-build)" >&2; exit 2; }
 done
-for t in jq timeout b2sum; do
-	command -v "$t" >/dev/null || { echo "matrix.sh: needs $t" >&2; exit 2; }
-done
-
-unset WSLOCK_TOKEN WSLOCK_WORKSPACE WSLOCK_OWNER WSLOCK_HOST WSLOCK_ALLOW_NETWORK_FS \
-	WSLOCK_FENCE WSLOCK_CRASH_AT WSLOCK_TEST_FSTYPE XDG_STATE_HOME
+wsl_need matrix.sh jq timeout b2sum || exit 2
+wsl_clean_env
 
 # Every step named by CRASH_POINT in the sources, in source order.
 mapfile -t STEPS < <(grep -ho 'CRASH_POINT("[^"]*")' "$ROOT"/src/registry_local.c "$ROOT"/src/journal.c \
@@ -93,11 +91,8 @@ cleanup() {
 	[ "${CRASH_KEEP:-0}" = 1 ] || rm -rf "$SCRATCH"
 }
 trap cleanup EXIT
-# Private copies: a rebuild of ./wslock during the run must not change the
-# binary under test halfway (or make exec fail with ETXTBSY).
-cp "$WSLOCK" "$SCRATCH/wslock" && cp "$WSLOCK_TEST" "$SCRATCH/wslock-test" || exit 2
-WSLOCK=$SCRATCH/wslock
-WSLOCK_TEST=$SCRATCH/wslock-test
+# Private copies (a rebuild during the run must not swap them).
+WSLOCK=$(wsl_private_copy "$WSLOCK" "$SCRATCH") && WSLOCK_TEST=$(wsl_private_copy "$WSLOCK_TEST" "$SCRATCH") || exit 2
 
 # ---------------------------------------------------------------- helpers
 
@@ -105,18 +100,12 @@ W() { timeout -k 5 60 "$WSLOCK" "$@"; }
 
 # A live holder to name as owner; sets SLEEPER.
 start_sleeper() {
-	sleep 600 </dev/null >/dev/null 2>&1 &
-	SLEEPER=$!
+	wsl_start_sleeper 600
+	SLEEPER=$SLEEPER_PID
 	PIDS+=("$SLEEPER")
 }
 # Kills and reaps a holder: from now on it is provably dead.
-kill_holder() {
-	kill -KILL "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-	return 0
-}
-
-lock_key() { printf %s "$1" | b2sum -l 256 | cut -d' ' -f1; }
+kill_holder() { wsl_kill_reap "$1"; }
 
 CELL_ERR=
 bad() {
@@ -169,7 +158,7 @@ setup_retained() {
 setup_corrupt() {
 	local d
 	setup_dead_owner || return 1
-	d=$WSLOCK_DIR/locks/$(lock_key "$WS")
+	d=$WSLOCK_DIR/locks/$(lock_key_of "$WS")
 	printf '{"schema_version":1,"kind":"wslock-owner","workspace_root":"%s","pid":0}\n' "$WS" >"$d/owner.json"
 	chmod 0600 "$d/owner.json"
 	CORRUPT_FILE=$CELL/corrupt.json
@@ -263,7 +252,7 @@ check_invariants() {
 		;;
 	corrupt)
 		# Only the cell that starts from a corrupt lock may still have it.
-		[ "$col" = recover_corrupt ] && cmp -s "$WSLOCK_DIR/locks/$(lock_key "$WS")/owner.json" "$CORRUPT_FILE" ||
+		[ "$col" = recover_corrupt ] && cmp -s "$WSLOCK_DIR/locks/$(lock_key_of "$WS")/owner.json" "$CORRUPT_FILE" ||
 			bad "lock is corrupt: $(jq -c .problem <<<"$insp")"
 		;;
 	*) bad "inspect state '$state'" ;;
@@ -307,18 +296,9 @@ check_invariants() {
 
 	# No garbage survives reclaim --yes.
 	W reclaim --yes >"$CELL/reclaim.out" 2>"$CELL/reclaim.err" || bad "reclaim --yes failed: $(cat "$CELL/reclaim.err")"
-	for f in locks nest tmp; do
-		if [ -d "$WSLOCK_DIR/$f" ] && [ -n "$(ls -A "$WSLOCK_DIR/$f")" ]; then
-			bad "$f/ not empty after reclaim --yes: $(ls -A "$WSLOCK_DIR/$f" | head -3 | tr '\n' ' ')"
-		fi
-	done
-	# The lock directory never keeps half-replaced files behind.
-	if [ -f "$WSLOCK_DIR/journal.jsonl" ]; then
-		while IFS= read -r line; do
-			jq -e 'type == "object"' <<<"$line" >/dev/null 2>&1 || bad "journal line is not JSON: ${line:0:80}"
-		done <"$WSLOCK_DIR/journal.jsonl"
-		[ -z "$(tail -c1 "$WSLOCK_DIR/journal.jsonl")" ] || bad "journal does not end with a newline"
-	fi
+	got=$(wsl_registry_leftovers "$WSLOCK_DIR") || bad "not empty after reclaim --yes: $got"
+	# The journal never keeps a half-written line.
+	got=$(wsl_journal_problems "$WSLOCK_DIR/journal.jsonl") || bad "$got"
 	got=$(try_acquire "$WS")
 	[ "$got" = ok ] || bad "final acquire: $got"
 }

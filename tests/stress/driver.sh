@@ -33,13 +33,12 @@ SEED=${STRESS_SEED:-$$}
 HOLD_MS=${STRESS_HOLD_MS:-5}
 WAIT=${STRESS_WAIT:-10}
 DEADLINE=${STRESS_TIMEOUT:-900}
+# shellcheck source=tests/lib.sh
+. "$ROOT/tests/lib.sh"
 
 [ -x "$WSLOCK" ] || { echo "stress: $WSLOCK is not built (make)" >&2; exit 2; }
-for t in jq timeout; do
-	command -v "$t" >/dev/null || { echo "stress: needs $t" >&2; exit 2; }
-done
-unset WSLOCK_TOKEN WSLOCK_WORKSPACE WSLOCK_OWNER WSLOCK_HOST WSLOCK_ALLOW_NETWORK_FS \
-	WSLOCK_FENCE WSLOCK_CRASH_AT WSLOCK_TEST_FSTYPE XDG_STATE_HOME
+wsl_need stress jq timeout || exit 2
+wsl_clean_env
 
 S=$(mktemp -d "${TMPDIR:-/tmp}/wslock-stress.XXXXXX")
 cleanup() {
@@ -50,8 +49,7 @@ trap cleanup EXIT
 
 # A private copy of the binary (a rebuild meanwhile must not swap it), and
 # the logger.
-cp "$WSLOCK" "$S/wslock" || exit 2
-W=$S/wslock
+W=$(wsl_private_copy "$WSLOCK" "$S") || exit 2
 STAMP=$S/stamp
 ${CC:-cc} -O2 -o "$STAMP" "$HERE/stamp.c" || { echo "stress: cannot build stamp" >&2; exit 2; }
 
@@ -142,14 +140,13 @@ for ((c = 0; c < N; c++)); do
 	pids+=($!)
 done
 # Bounded wait for all contenders.
-for ((t = 0; t < DEADLINE * 10; t++)); do
-	alive=0
-	for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=$((alive + 1)); done
-	[ "$alive" = 0 ] && break
-	sleep 0.1
-done
-if [ "$alive" != 0 ]; then
-	echo "stress: $alive contenders still running after ${DEADLINE}s" >&2
+any_alive() {
+	local p
+	for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done
+	return 1
+}
+if ! wait_for '! any_alive' "$DEADLINE" 2>/dev/null; then
+	echo "stress: contenders still running after ${DEADLINE}s" >&2
 	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	exit 1
 fi
@@ -167,14 +164,12 @@ for ((k = 0; k < 20; k++)); do
 	done <<<"$left"
 done
 wsl reclaim --yes >/dev/null 2>>"$S/final.err" || final_err=1
-for d in locks nest tmp; do
-	if [ -n "$(ls -A "$WSLOCK_DIR/$d" 2>/dev/null)" ]; then
-		echo "stress: $d/ is not empty at the end: $(ls -A "$WSLOCK_DIR/$d" | head -3 | tr '\n' ' ')" >&2
-		final_err=1
-	fi
-done
-if [ -s "$WSLOCK_DIR/journal.jsonl" ] && ! jq -e . "$WSLOCK_DIR/journal.jsonl" >/dev/null 2>&1; then
-	echo "stress: journal.jsonl has a line that is not JSON" >&2
+if ! left=$(wsl_registry_leftovers "$WSLOCK_DIR"); then
+	echo "stress: not empty at the end: $left" >&2
+	final_err=1
+fi
+if ! left=$(wsl_journal_problems "$WSLOCK_DIR/journal.jsonl"); then
+	echo "stress: $left" >&2
 	final_err=1
 fi
 echo "stress: contenders done in ${elapsed}s; journal: $(wc -l <"$WSLOCK_DIR/journal.jsonl" 2>/dev/null || echo 0) lines"

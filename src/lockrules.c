@@ -153,7 +153,7 @@ int lockrules_check_release(const char *workspace, const char *token,
 		break;
 	}
 	if (strcmp(e->owner.token, token) != 0) {
-		wsl_error_detail(&err->holder, e->raw);
+		lockrules_error_holder(err, e);
 		if (e->owner.has_recovery_of && strcmp(e->owner.recovery_of, token) == 0)
 			return wsl_error_set(err, WSL_OWNERSHIP_LOST,
 					     "%s was taken over from token %s by recover: it is now held by pid %ld on %s (token %s); nothing released",
@@ -164,7 +164,7 @@ int lockrules_check_release(const char *workspace, const char *token,
 				     workspace, (long)e->owner.pid, e->owner.host, e->owner.token, token);
 	}
 	if (e->state == LOCK_RETAINED) {
-		wsl_error_detail(&err->holder, e->raw);
+		lockrules_error_holder(err, e);
 		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
 				     "%s is retained for recovery; only 'wslock recover' with its exact owner clears it",
 				     workspace);
@@ -180,7 +180,7 @@ int lockrules_check_retain(const char *workspace, const char *token,
 				     "the lock of %s was removed while held; nothing retained",
 				     workspace);
 	if (!e->has_owner || strcmp(e->owner.token, token) != 0) {
-		wsl_error_detail(&err->holder, e->raw);
+		lockrules_error_holder(err, e);
 		return wsl_error_set(err, WSL_OWNERSHIP_LOST,
 				     "%s is now held by another owner; nothing retained", workspace);
 	}
@@ -211,7 +211,7 @@ int lockrules_check_take_over(const char *workspace, const struct registry_expec
 		return 0;
 	}
 	if (x->owner == NULL) {
-		wsl_error_detail(&err->holder, e->raw);
+		lockrules_error_holder(err, e);
 		return wsl_error_set(err, WSL_INVALID_OWNER,
 				     "the expected owner document is not valid (%s); nothing changed",
 				     x->invalid_why ? x->invalid_why : "unreadable");
@@ -219,13 +219,13 @@ int lockrules_check_take_over(const char *workspace, const struct registry_expec
 	if (!owner_equal(x->owner, &e->owner)) {
 		char keys[256];
 		owner_diff(x->owner, &e->owner, keys, sizeof(keys));
-		wsl_error_detail(&err->holder, e->raw);
+		lockrules_error_holder(err, e);
 		return wsl_error_set(err, WSL_OWNER_MISMATCH,
 				     "the owner of %s is not the one expected: %s differ%s (now pid %ld on %s, token %s); nothing changed",
 				     workspace, keys, strchr(keys, ',') ? "" : "s",
 				     (long)e->owner.pid, e->owner.host, e->owner.token);
 	}
-	wsl_error_detail(&err->holder, e->raw);
+	lockrules_error_holder(err, e);
 	wsl_error_detail(&err->liveness, liveness_name(e->liveness));
 	wsl_error_detail(&err->liveness_reason, e->reason);
 	if (e->state == LOCK_RETAINED && !x->allow_retained)

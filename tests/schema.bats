@@ -1,9 +1,11 @@
 #!/usr/bin/env bats
 # The JSON schemas in doc/schema/ against real output of the binary: owner
 # documents, inspect (free, held, dead, unknown, corrupt, overlapping, --all,
-# --owner), errors, release; recover, reclaim, retained.json and journal
-# lines once those commands exist.  Needs python3 with jsonschema >= 4
-# (Debian: python3-jsonschema) and jq.
+# --owner), errors, release, recover, reclaim, retained.json and journal
+# lines; and, last, every document that the command tests print, collected
+# while they run (tests/schema/collect-wslock) and validated by
+# tests/schema/validate.py.  Needs python3 with jsonschema >= 4 (Debian:
+# python3-jsonschema) and jq.
 #
 # Self-contained on purpose: it does not load helpers (only the plain shell
 # helpers of lib.sh).
@@ -14,52 +16,9 @@ bats_require_minimum_version 1.5.0
 
 WSLOCK=${WSLOCK:-$BATS_TEST_DIRNAME/../wslock}
 SCHEMA_DIR=$BATS_TEST_DIRNAME/../doc/schema
-
-setup_file() {
-	# validate.py SCHEMA-FILE MODE < JSON: MODE "one" (one document) or
-	# "lines" (JSON Lines).  Loads every doc/schema/*.schema.json so that
-	# their $refs resolve, checks each against the 2020-12 meta-schema.
-	cat >"$BATS_FILE_TMPDIR/validate.py" <<'EOF'
-import json, os, sys, warnings
-warnings.simplefilter("ignore", DeprecationWarning)
-import jsonschema
-from jsonschema import Draft202012Validator as V
-from jsonschema.exceptions import best_match
-
-sdir, name, mode = sys.argv[1], sys.argv[2], sys.argv[3]
-schemas = {}
-for f in sorted(os.listdir(sdir)):
-    if f.endswith(".schema.json"):
-        with open(os.path.join(sdir, f)) as fh:
-            s = json.load(fh)
-        V.check_schema(s)
-        schemas[f] = s
-root = schemas[name]
-try:
-    from referencing import Registry, Resource
-    reg = Registry().with_resources(
-        (s["$id"], Resource.from_contents(s)) for s in schemas.values())
-    v = V(root, registry=reg)
-except ImportError:
-    store = {s["$id"]: s for s in schemas.values()}
-    v = V(root, resolver=jsonschema.RefResolver.from_schema(root, store=store))
-text = sys.stdin.read()
-docs = [l for l in text.splitlines() if l.strip()] if mode == "lines" else [text]
-if not docs or not text.strip():
-    sys.exit("%s: no document to validate" % name)
-bad = 0
-for d in docs:
-    inst = json.loads(d)
-    errs = list(v.iter_errors(inst))
-    if errs:
-        bad = 1
-        e = best_match(errs)
-        print("%s: at /%s: %s" % (name, "/".join(map(str, e.absolute_path)),
-                                  e.message[:400]))
-        print("  in: %s" % d[:2000])
-sys.exit(bad)
-EOF
-}
+# validate.py SCHEMA-DIR SCHEMA-FILE MODE: see its header; it registers every
+# doc/schema/*.schema.json under its $id so that cross-file $refs resolve.
+VALIDATE=$BATS_TEST_DIRNAME/schema/validate.py
 
 setup() {
 	[ -x "$WSLOCK" ] || skip "wslock binary not built at $WSLOCK"
@@ -100,7 +59,7 @@ wsl() {
 # valid SCHEMA [JSON=$output]: JSON validates against doc/schema/SCHEMA.schema.json.
 valid() {
 	local out
-	out=$("$PY" "$BATS_FILE_TMPDIR/validate.py" "$SCHEMA_DIR" "$1.schema.json" one \
+	out=$("$PY" "$VALIDATE" "$SCHEMA_DIR" "$1.schema.json" one \
 		<<<"${2-$output}" 2>&1) || fail "not valid against $1.schema.json:
 $out"
 }
@@ -108,14 +67,14 @@ $out"
 # valid_lines SCHEMA FILE: every line of FILE validates.
 valid_lines() {
 	local out
-	out=$("$PY" "$BATS_FILE_TMPDIR/validate.py" "$SCHEMA_DIR" "$1.schema.json" lines \
+	out=$("$PY" "$VALIDATE" "$SCHEMA_DIR" "$1.schema.json" lines \
 		<"$2" 2>&1) || fail "$2 not valid against $1.schema.json:
 $out"
 }
 
 # invalid SCHEMA JSON: JSON does NOT validate.
 invalid() {
-	if "$PY" "$BATS_FILE_TMPDIR/validate.py" "$SCHEMA_DIR" "$1.schema.json" one \
+	if "$PY" "$VALIDATE" "$SCHEMA_DIR" "$1.schema.json" one \
 		<<<"$2" >/dev/null 2>&1; then
 		fail "unexpectedly valid against $1.schema.json: $2"
 	fi
@@ -464,4 +423,29 @@ have_opt() {
 	invalid journal "$(jq -c 'del(.actor.uid)' <<<"$line")"
 	invalid journal "$(jq -c '.new_owner = null' <<<"$line")"
 	valid journal "$(jq -c '.action = "reclaim" | .new_owner = null' <<<"$line")"
+}
+
+# The bats files whose every wslock command's stdout is kept and validated
+# below: between them they drive each command through its outcomes and
+# errors (about a minute here).
+COLLECT_FILES="acquire errors inspect journal malformed reclaim recover release retain attack"
+
+@test "schema: every JSON document the command tests print validates (collected from $COLLECT_FILES)" {
+	command -v bats >/dev/null || skip "bats is not on PATH"
+	local dir=$BATS_TEST_TMPDIR/collected f files=()
+	mkdir -p "$dir"
+	for f in $COLLECT_FILES; do files+=("$BATS_TEST_DIRNAME/$f.bats"); done
+	# Each file's own tests must pass with the collector in place.
+	run env WSLOCK="$BATS_TEST_DIRNAME/schema/collect-wslock" WSLOCK_REAL="$WSLOCK" \
+		WSLOCK_COLLECT="$dir" bats "${files[@]}"
+	[ "$status" -eq 0 ] || fail "the command tests failed under the collector:
+$(grep -A6 '^not ok' <<<"$output" | head -60)"
+	run "$PY" "$VALIDATE" "$SCHEMA_DIR" - collected "$dir"
+	[ "$status" -eq 0 ] || fail "$output"
+	# Each kind of document was seen, and in numbers.
+	local name n
+	for name in owner inspect error release recover reclaim; do
+		n=$(awk -v s="$name.schema.json" '$1 == s { print $2 }' <<<"$output")
+		[ "${n:-0}" -ge 3 ] || fail "only ${n:-0} documents for $name.schema.json: $output"
+	done
 }

@@ -427,6 +427,7 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 
 	for (;;) {
 		struct lock_entry conflict;
+		struct registry_deadline dl;
 		char who[1024], subject[2 * PATH_MAX + 64], why[1200];
 		long long wait_ms;
 
@@ -437,11 +438,11 @@ int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		 * it cannot hang -n forever. */
 		if (w->nonblock || deadline >= 0) {
 			long long floor = platform_mono_ms() + COORD_WAIT_MIN_MS;
-			reg->coord_deadline_ms = !w->nonblock && deadline > floor ? deadline : floor;
-			reg->coord_timeout_code = w->nonblock ? WSL_BUSY : WSL_TIMEOUT;
+			dl.at_ms = !w->nonblock && deadline > floor ? deadline : floor;
+			dl.code = w->nonblock ? WSL_BUSY : WSL_TIMEOUT;
 		}
-		rc = registry_try_acquire(reg, o, live_fd, &conflict, err);
-		reg->coord_deadline_ms = -1;
+		rc = registry_try_acquire(reg, o, w->nonblock || deadline >= 0 ? &dl : NULL,
+					  live_fd, &conflict, err);
 		if (rc == ACQUIRE_DONE || rc < 0) {
 			lock_entry_free(&conflict);
 			break;

@@ -236,8 +236,6 @@ int registry_open(struct registry *reg, const struct registry_config *cfg,
 	}
 	if (strcmp(backend, "etcd") == 0) {
 		memset(reg, 0, sizeof(*reg));
-		reg->dir_fd = reg->locks_fd = reg->nest_fd = reg->tmp_fd = -1;
-		reg->coord_fd = reg->watch_fd = -1;
 		return etcd_registry_open(reg, cfg, err);
 	}
 	return wsl_error_set(err, WSL_USAGE, "unknown backend '%s' (local or etcd)", backend);
@@ -271,6 +269,8 @@ void registry_close(struct registry *reg)
 {
 	if (reg->ops != NULL)
 		reg->ops->close(reg);
+	reg->ops = NULL;
+	reg->backend = NULL;
 }
 
 int registry_coord_lock(struct registry *reg, int op, struct wsl_error *err)
@@ -297,10 +297,10 @@ int registry_overlaps(struct registry *reg, const char *workspace, bool probe,
 }
 
 int registry_try_acquire(struct registry *reg, const struct owner *o,
-			 int *live_fd, struct lock_entry *conflict,
-			 struct wsl_error *err)
+			 const struct registry_deadline *dl, int *live_fd,
+			 struct lock_entry *conflict, struct wsl_error *err)
 {
-	return reg->ops->try_acquire(reg, o, live_fd, conflict, err);
+	return reg->ops->try_acquire(reg, o, dl, live_fd, conflict, err);
 }
 
 int registry_release(struct registry *reg, const char *workspace,

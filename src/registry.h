@@ -39,22 +39,25 @@ struct registry_config {
 					 * created */
 };
 
+/* An open registry: the backend's operations and its private state, plus
+ * what every caller may read. Only the backend touches *backend. */
 struct registry {
-	const struct registry_ops *ops;
-	char path[PATH_MAX];	/* local: absolute, as given (for messages) */
+	const struct registry_ops *ops;	/* NULL: not open */
+	void *backend;		/* the backend's own state (opaque) */
+	char path[PATH_MAX];	/* local: absolute, as given (for messages);
+				 * "" when the registry is no directory here */
 	char real[PATH_MAX];	/* local: canonical, for the disjointness check */
-	bool exists;		/* false: opened read-only and not there */
-	int dir_fd, locks_fd, nest_fd, tmp_fd, coord_fd;
-	int coord_held;		/* 0, LOCK_SH or LOCK_EX */
-	int watch_fd;		/* local: inotify on locks/, or -1 */
-	int fs_kind;		/* local: enum fs_kind of the registry */
-	long long coord_deadline_ms;	/* local: give up waiting for the
-					 * coordination lock at this
-					 * CLOCK_MONOTONIC time (ms); -1: wait */
-	enum wsl_code coord_timeout_code; /* and then fail with this code */
-	void *impl;		/* other backends' state */
 	long long fence;	/* fencing token of the lock last acquired or
 				 * taken over (etcd create revision), 0: none */
+};
+
+/* How long a call may wait for the registry itself (local: its
+ * coordination lock, normally held for well under a millisecond): until
+ * at_ms (CLOCK_MONOTONIC, platform_mono_ms), then it fails with code
+ * (WSL_BUSY or WSL_TIMEOUT). A NULL deadline waits as long as it takes. */
+struct registry_deadline {
+	long long at_ms;
+	enum wsl_code code;
 };
 
 /*
@@ -172,11 +175,13 @@ enum acquire_result {
  * file is kept open and exclusively flock(2)ed, its descriptor (O_CLOEXEC) in
  * *live_fd: whoever inherits it keeps the holder live.
  * When several locks conflict, the one reported is the one waiting cannot
- * cure (corrupt, then retained, then dead), else the first live one.
+ * cure (corrupt, then retained, then dead), else the first live one
+ * (lockrules_conflict_keep). dl bounds the wait for the coordination lock
+ * (NULL: unbounded); past it, fails with dl->code.
  */
 int registry_try_acquire(struct registry *reg, const struct owner *o,
-			 int *live_fd, struct lock_entry *conflict,
-			 struct wsl_error *err);
+			 const struct registry_deadline *dl, int *live_fd,
+			 struct lock_entry *conflict, struct wsl_error *err);
 
 /*
  * Releases the lock of workspace if its owner's token is token: the lock

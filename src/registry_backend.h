@@ -21,7 +21,7 @@ struct registry_ops {
 	int (*overlaps)(struct registry *reg, const char *workspace, bool probe,
 			struct overlap **out, size_t *n, struct wsl_error *err);
 	int (*try_acquire)(struct registry *reg, const struct owner *o,
-			   int *live_fd, struct lock_entry *conflict,
+			   const struct registry_deadline *dl, int *live_fd, struct lock_entry *conflict,
 			   struct wsl_error *err);
 	int (*release)(struct registry *reg, const char *workspace,
 		       const char *token, struct owner *released,

@@ -82,7 +82,7 @@ struct key {
 
 static struct etcd_state *state(struct registry *reg)
 {
-	return reg->impl;
+	return reg->backend;
 }
 
 /* P kind path into k; -1 when too long. */
@@ -572,7 +572,7 @@ static int find_conflict(struct registry *reg, const struct owner *o,
 }
 
 static int etcd_try_acquire(struct registry *reg, const struct owner *o,
-			    int *live_fd, struct lock_entry *conflict,
+			    const struct registry_deadline *dl, int *live_fd, struct lock_entry *conflict,
 			    struct wsl_error *err)
 {
 	struct etcd_state *s = state(reg);
@@ -1155,7 +1155,7 @@ static void etcd_registry_close(struct registry *reg)
 	}
 	etcd_close(s->c);
 	free(s);
-	reg->impl = NULL;
+	reg->backend = NULL;
 }
 
 static const struct registry_ops etcd_ops = {
@@ -1224,6 +1224,6 @@ int etcd_registry_open(struct registry *reg, const struct registry_config *cfg,
 	etcd_kvs_free(kvs, n);
 	s->last_rev = rev;
 	reg->ops = &etcd_ops;
-	reg->impl = s;
+	reg->backend = s;
 	return 0;
 }

@@ -160,14 +160,33 @@ static int check_before_create(const char *path, const char *workspace,
 
 static void local_close(struct registry *reg);
 
-static void registry_init(struct registry *reg)
+/* The local backend's own state (reg->backend): nobody else sees it. */
+struct local {
+	bool exists;		/* false: opened read-only and not there */
+	int dir_fd, locks_fd, nest_fd, tmp_fd, coord_fd;
+	int coord_held;		/* 0, LOCK_SH or LOCK_EX */
+	int watch_fd;		/* inotify on locks/, or -1 */
+	enum fs_kind fs_kind;	/* of the registry directory */
+};
+
+static struct local *loc(const struct registry *reg)
 {
+	return reg->backend;
+}
+
+static int local_init(struct registry *reg, struct wsl_error *err)
+{
+	struct local *l = calloc(1, sizeof(*l));
+
 	memset(reg, 0, sizeof(*reg));
+	if (l == NULL)
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	l->dir_fd = l->locks_fd = l->nest_fd = l->tmp_fd = -1;
+	l->coord_fd = l->watch_fd = -1;
+	l->fs_kind = FS_OTHER;
 	reg->ops = &registry_local_ops;
-	reg->dir_fd = reg->locks_fd = reg->nest_fd = reg->tmp_fd = -1;
-	reg->coord_fd = reg->watch_fd = -1;
-	reg->fs_kind = FS_OTHER;
-	reg->coord_deadline_ms = -1;
+	reg->backend = l;
+	return 0;
 }
 
 /* Opens (or with create makes) the subdirectory name; *fd stays -1 when it
@@ -179,7 +198,7 @@ static int open_subdir(struct registry *reg, const char *name, bool create,
 
 	if (path_join(path, reg->path, name, err) != 0)
 		return -1;
-	*fd = fsx_open_dir_checked(reg->dir_fd, name, path, create, err);
+	*fd = fsx_open_dir_checked(loc(reg)->dir_fd, name, path, create, err);
 	if (*fd < 0) {
 		if (!create && err->sys_errno == ENOENT) {
 			wsl_error_clear(err);
@@ -190,13 +209,12 @@ static int open_subdir(struct registry *reg, const char *name, bool create,
 	return 0;
 }
 
-int local_open(struct registry *reg, const char *path, const char *workspace,
-	       bool create, struct wsl_error *err)
+static int open_dirs(struct registry *reg, const char *path, const char *workspace,
+		     bool create, struct wsl_error *err)
 {
 	struct stat st;
 	int fd;
 
-	registry_init(reg);
 	snprintf(reg->path, sizeof(reg->path), "%s", path);
 	if (lstat(path, &st) != 0) {
 		if (errno != ENOENT)
@@ -220,26 +238,26 @@ int local_open(struct registry *reg, const char *path, const char *workspace,
 	}
 	if (fsx_check_private(&st, S_IFDIR, path, err) != 0)
 		return -1;
-	reg->dir_fd = fsx_open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
-	if (reg->dir_fd < 0)
+	loc(reg)->dir_fd = fsx_open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+	if (loc(reg)->dir_fd < 0)
 		return wsl_error_errno(err, WSL_UNSAFE_PATH, errno,
 				       "cannot open registry %s", path);
-	if (fstat(reg->dir_fd, &st) != 0 ||
+	if (fstat(loc(reg)->dir_fd, &st) != 0 ||
 	    fsx_check_private(&st, S_IFDIR, path, err) != 0)
 		goto fail;
-	reg->exists = true;
+	loc(reg)->exists = true;
 	if (realpath(path, reg->real) == NULL) {
 		wsl_error_errno(err, WSL_IO, errno, "cannot resolve registry %s", path);
 		goto fail;
 	}
-	reg->fs_kind = platform_fs_kind(reg->dir_fd);
-	if (check_netfs(reg->dir_fd, path, err) != 0)
+	loc(reg)->fs_kind = platform_fs_kind(loc(reg)->dir_fd);
+	if (check_netfs(loc(reg)->dir_fd, path, err) != 0)
 		goto fail;
-	if (open_subdir(reg, "locks", create, &reg->locks_fd, err) != 0 ||
-	    open_subdir(reg, "nest", create, &reg->nest_fd, err) != 0 ||
-	    open_subdir(reg, "tmp", create, &reg->tmp_fd, err) != 0)
+	if (open_subdir(reg, "locks", create, &loc(reg)->locks_fd, err) != 0 ||
+	    open_subdir(reg, "nest", create, &loc(reg)->nest_fd, err) != 0 ||
+	    open_subdir(reg, "tmp", create, &loc(reg)->tmp_fd, err) != 0)
 		goto fail;
-	fd = fsx_openat(reg->dir_fd, ".coordination",
+	fd = fsx_openat(loc(reg)->dir_fd, ".coordination",
 			create ? O_RDWR | O_CREAT | O_NONBLOCK : O_RDONLY | O_NONBLOCK,
 			0600);
 	if (fd < 0 && !(errno == ENOENT && !create)) {
@@ -255,7 +273,7 @@ int local_open(struct registry *reg, const char *path, const char *workspace,
 					"cannot open %s/.coordination", path);
 		goto fail;
 	}
-	reg->coord_fd = fd;
+	loc(reg)->coord_fd = fd;
 	if (fd >= 0) {
 		char cpath[PATH_MAX];
 		if (path_join(cpath, path, ".coordination", err) != 0 ||
@@ -267,37 +285,56 @@ int local_open(struct registry *reg, const char *path, const char *workspace,
 fail:
 	if (err->code == WSL_OK)
 		wsl_error_errno(err, WSL_IO, errno, "cannot open registry %s", path);
-	local_close(reg);
 	return -1;
 }
 
-static void local_close(struct registry *reg)
+int local_open(struct registry *reg, const char *path, const char *workspace,
+	       bool create, struct wsl_error *err)
 {
-	fsx_close(reg->watch_fd);
-	reg->watch_fd = -1;
-	fsx_close(reg->coord_fd);
-	fsx_close(reg->tmp_fd);
-	fsx_close(reg->nest_fd);
-	fsx_close(reg->locks_fd);
-	fsx_close(reg->dir_fd);
-	reg->dir_fd = reg->locks_fd = reg->nest_fd = reg->tmp_fd = -1;
-	reg->coord_fd = -1;
-	reg->coord_held = 0;
+	if (local_init(reg, err) != 0)
+		return -1;
+	if (open_dirs(reg, path, workspace, create, err) != 0) {
+		local_close(reg);
+		return -1;
+	}
+	return 0;
 }
 
-static int local_lock(struct registry *reg, int op, struct wsl_error *err)
+/* Closes every descriptor (dropping the coordination lock) and frees the
+ * state; reg is not open afterwards. */
+static void local_close(struct registry *reg)
 {
-	if (reg->coord_fd < 0) {
+	struct local *l = loc(reg);
+
+	if (l == NULL)
+		return;
+	fsx_close(l->watch_fd);
+	fsx_close(l->coord_fd);
+	fsx_close(l->tmp_fd);
+	fsx_close(l->nest_fd);
+	fsx_close(l->locks_fd);
+	fsx_close(l->dir_fd);
+	free(l);
+	reg->backend = NULL;
+	reg->ops = NULL;
+}
+
+/* Takes the coordination lock (op LOCK_SH or LOCK_EX), waiting until dl
+ * (NULL: as long as it takes). */
+static int local_lock(struct registry *reg, int op,
+		      const struct registry_deadline *dl, struct wsl_error *err)
+{
+	if (loc(reg)->coord_fd < 0) {
 		if (op == LOCK_EX)
 			return wsl_error_set(err, WSL_INTERNAL,
 					     "registry %s was opened read-only", reg->path);
 		return 0;
 	}
-	if (reg->coord_deadline_ms < 0) {
-		if (fsx_flock(reg->coord_fd, op) != 0)
+	if (dl == NULL) {
+		if (fsx_flock(loc(reg)->coord_fd, op) != 0)
 			return wsl_error_errno(err, WSL_IO, errno,
 					       "cannot lock %s/.coordination", reg->path);
-		reg->coord_held = op;
+		loc(reg)->coord_held = op;
 		return 0;
 	}
 	/* A bounded wait (-n, -w): the lock is normally held for well under
@@ -306,16 +343,16 @@ static int local_lock(struct registry *reg, int op, struct wsl_error *err)
 		struct timespec ts;
 		long long now;
 
-		if (fsx_flock(reg->coord_fd, op | LOCK_NB) == 0) {
-			reg->coord_held = op;
+		if (fsx_flock(loc(reg)->coord_fd, op | LOCK_NB) == 0) {
+			loc(reg)->coord_held = op;
 			return 0;
 		}
 		if (errno != EWOULDBLOCK)
 			return wsl_error_errno(err, WSL_IO, errno,
 					       "cannot lock %s/.coordination", reg->path);
 		now = platform_mono_ms();
-		if (now >= reg->coord_deadline_ms)
-			return wsl_error_set(err, reg->coord_timeout_code,
+		if (now >= dl->at_ms)
+			return wsl_error_set(err, dl->code,
 					     "the registry %s stayed busy: another wslock holds %s/.coordination",
 					     reg->path, reg->path);
 		ts.tv_sec = 0;
@@ -324,11 +361,16 @@ static int local_lock(struct registry *reg, int op, struct wsl_error *err)
 	}
 }
 
+static int local_coord_lock(struct registry *reg, int op, struct wsl_error *err)
+{
+	return local_lock(reg, op, NULL, err);
+}
+
 static void local_unlock(struct registry *reg)
 {
-	if (reg->coord_fd >= 0 && reg->coord_held != 0)
-		fsx_flock(reg->coord_fd, LOCK_UN);
-	reg->coord_held = 0;
+	if (loc(reg)->coord_fd >= 0 && loc(reg)->coord_held != 0)
+		fsx_flock(loc(reg)->coord_fd, LOCK_UN);
+	loc(reg)->coord_held = 0;
 }
 
 static bool key_valid(const char *s)
@@ -354,13 +396,13 @@ static int local_get_key(struct registry *reg, const char *key, bool probe,
 	memset(e, 0, sizeof(*e));
 	e->state = LOCK_FREE;
 	snprintf(e->key, sizeof(e->key), "%s", key);
-	if (reg->locks_fd < 0)
+	if (loc(reg)->locks_fd < 0)
 		return 0;
 	if (path_join(dirpath, reg->path, "locks", err) != 0 ||
 	    path_join(dirpath, dirpath, key, err) != 0 ||
 	    path_join(e->lock_path, dirpath, "owner.json", err) != 0)
 		return -1;
-	fd = fsx_open_dir_checked(reg->locks_fd, key, dirpath, false, &local);
+	fd = fsx_open_dir_checked(loc(reg)->locks_fd, key, dirpath, false, &local);
 	if (fd < 0) {
 		if (local.sys_errno == ENOENT && local.code == WSL_IO) {
 			wsl_error_clear(&local);
@@ -473,13 +515,13 @@ static int overlap_descendants(struct overlap_ctx *c, const char *workspace)
 	DIR *dir;
 	int fd;
 
-	if (c->reg->nest_fd < 0)
+	if (loc(c->reg)->nest_fd < 0)
 		return 0;
 	crypto_path_key(workspace, key);
 	if (path_join(path, c->reg->path, "nest", c->err) != 0 ||
 	    path_join(path, path, key, c->err) != 0)
 		return -1;
-	fd = fsx_open_dir_checked(c->reg->nest_fd, key, path, false, c->err);
+	fd = fsx_open_dir_checked(loc(c->reg)->nest_fd, key, path, false, c->err);
 	if (fd < 0) {
 		if (c->err->sys_errno == ENOENT && c->err->code == WSL_IO) {
 			wsl_error_clear(c->err);
@@ -539,7 +581,7 @@ static int local_overlaps(struct registry *reg, const char *workspace, bool prob
 /* Whether bytes written must be fsynced: not where nothing survives. */
 static bool sync_data(const struct registry *reg)
 {
-	return reg->fs_kind != FS_VOLATILE;
+	return loc(reg)->fs_kind != FS_VOLATILE;
 }
 
 /* fsync of a directory whose change must be durable on its own: a commit
@@ -553,7 +595,7 @@ static int sync_commit(const struct registry *reg, int dirfd)
  * metadata is not committed in order (see the top of this file). */
 static int sync_before_commit(const struct registry *reg, int dirfd)
 {
-	return reg->fs_kind == FS_OTHER ? fsx_fsync_dir(dirfd) : 0;
+	return loc(reg)->fs_kind == FS_OTHER ? fsx_fsync_dir(dirfd) : 0;
 }
 
 enum marker_step { MARKER_ADD, MARKER_SYNC, MARKER_REMOVE };
@@ -575,7 +617,7 @@ static int marker_apply(const char *ancestor, void *arg)
 	if (m->step == MARKER_SYNC) {
 		/* After every marker exists: the first fsync commits them all
 		 * on a journaling filesystem, the others find little to do. */
-		fd = fsx_openat(m->reg->nest_fd, akey, O_RDONLY | O_DIRECTORY, 0);
+		fd = fsx_openat(loc(m->reg)->nest_fd, akey, O_RDONLY | O_DIRECTORY, 0);
 		if (fd < 0 || sync_before_commit(m->reg, fd) != 0) {
 			wsl_error_errno(m->err, WSL_IO, errno, "cannot sync nest marker of %s",
 					ancestor);
@@ -586,19 +628,19 @@ static int marker_apply(const char *ancestor, void *arg)
 		return 0;
 	}
 	if (m->step == MARKER_REMOVE) {
-		fd = fsx_openat(m->reg->nest_fd, akey, O_RDONLY | O_DIRECTORY, 0);
+		fd = fsx_openat(loc(m->reg)->nest_fd, akey, O_RDONLY | O_DIRECTORY, 0);
 		if (fd < 0)
 			return 0;
 		unlinkat(fd, m->key, 0);
 		fsx_close(fd);
 		/* Fails with ENOTEMPTY while other markers remain. */
-		unlinkat(m->reg->nest_fd, akey, AT_REMOVEDIR);
+		unlinkat(loc(m->reg)->nest_fd, akey, AT_REMOVEDIR);
 		return 0;
 	}
 	if (path_join(path, m->reg->path, "nest", m->err) != 0 ||
 	    path_join(path, path, akey, m->err) != 0)
 		return -1;
-	fd = fsx_open_dir_checked(m->reg->nest_fd, akey, path, true, m->err);
+	fd = fsx_open_dir_checked(loc(m->reg)->nest_fd, akey, path, true, m->err);
 	if (fd < 0)
 		return -1;
 	mfd = fsx_openat(fd, m->key, O_WRONLY | O_CREAT | O_NONBLOCK, 0600);
@@ -639,7 +681,7 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 	if (path_join(path, reg->path, "tmp", err) != 0 ||
 	    path_join(path, path, stage, err) != 0)
 		return -1;
-	sfd = fsx_open_dir_checked(reg->tmp_fd, stage, path, true, err);
+	sfd = fsx_open_dir_checked(loc(reg)->tmp_fd, stage, path, true, err);
 	if (sfd < 0)
 		return -1;
 	text = owner_format(o, false);
@@ -674,21 +716,21 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 	if (registry_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0)
 		goto fail_markers;
 	m.step = MARKER_SYNC;
-	if (reg->fs_kind == FS_OTHER &&
+	if (loc(reg)->fs_kind == FS_OTHER &&
 	    registry_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0)
 		goto fail_markers;
-	if (sync_before_commit(reg, reg->nest_fd) != 0) {
+	if (sync_before_commit(reg, loc(reg)->nest_fd) != 0) {
 		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s/nest", reg->path);
 		goto fail_markers;
 	}
 	CRASH_POINT("acquire:markers-written");
-	if (renameat2(reg->tmp_fd, stage, reg->locks_fd, key, RENAME_NOREPLACE) != 0) {
+	if (renameat2(loc(reg)->tmp_fd, stage, loc(reg)->locks_fd, key, RENAME_NOREPLACE) != 0) {
 		wsl_error_errno(err, WSL_IO, errno, "cannot publish the lock of %s",
 				o->workspace_root);
 		goto fail_markers;
 	}
 	CRASH_POINT("acquire:published");
-	if (sync_commit(reg, reg->locks_fd) != 0) {
+	if (sync_commit(reg, loc(reg)->locks_fd) != 0) {
 		/* Published but not durable: a holder must not work on that
 		 * promise, so take the lock back and fail. */
 		int e = errno;
@@ -713,13 +755,13 @@ fail:
 	fsx_close(lfd);
 	fsx_close(sfd);
 	free(text);
-	fsx_remove_dir_files(reg->tmp_fd, stage);
+	fsx_remove_dir_files(loc(reg)->tmp_fd, stage);
 	return -1;
 }
 
 static int local_try_acquire(struct registry *reg, const struct owner *o,
-			     int *live_fd, struct lock_entry *conflict,
-			     struct wsl_error *err)
+			     const struct registry_deadline *dl, int *live_fd,
+			     struct lock_entry *conflict, struct wsl_error *err)
 {
 	char key[WSL_KEY_HEX + 1];
 	struct overlap *ov = NULL;
@@ -729,7 +771,7 @@ static int local_try_acquire(struct registry *reg, const struct owner *o,
 
 	memset(conflict, 0, sizeof(*conflict));
 	conflict->state = LOCK_FREE;
-	if (local_lock(reg, LOCK_EX, err) != 0)
+	if (local_lock(reg, LOCK_EX, dl, err) != 0)
 		return -1;
 	crypto_path_key(o->workspace_root, key);
 	if (local_get_key(reg, key, true, &self, err) != 0)
@@ -765,7 +807,7 @@ static int unpublish(struct registry *reg, const char *key,
 	struct stat st;
 
 	stage_name(gone, "rel");
-	if (renameat2(reg->locks_fd, key, reg->tmp_fd, gone, RENAME_NOREPLACE) != 0)
+	if (renameat2(loc(reg)->locks_fd, key, loc(reg)->tmp_fd, gone, RENAME_NOREPLACE) != 0)
 		return wsl_error_errno(err, WSL_IO, errno,
 				       "cannot remove the lock of %s", workspace);
 	CRASH_POINT("release:renamed");
@@ -773,10 +815,10 @@ static int unpublish(struct registry *reg, const char *key,
 	registry_for_each_ancestor(workspace, marker_apply, &m);
 	CRASH_POINT("release:markers-removed");
 	/* A corrupt lock may be a symlink or a file: unlink it, never follow. */
-	if (fstatat(reg->tmp_fd, gone, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
-		unlinkat(reg->tmp_fd, gone, 0);
+	if (fstatat(loc(reg)->tmp_fd, gone, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
+		unlinkat(loc(reg)->tmp_fd, gone, 0);
 	else
-		fsx_remove_dir_files(reg->tmp_fd, gone);
+		fsx_remove_dir_files(loc(reg)->tmp_fd, gone);
 	return 0;
 }
 
@@ -788,9 +830,9 @@ static int local_release(struct registry *reg, const char *workspace,
 	struct lock_entry e;
 	int rc = -1;
 
-	if (reg->locks_fd < 0)
+	if (loc(reg)->locks_fd < 0)
 		return wsl_error_set(err, WSL_NOT_HELD, "%s is not locked", workspace);
-	if (local_lock(reg, LOCK_EX, err) != 0)
+	if (local_lock(reg, LOCK_EX, NULL, err) != 0)
 		return -1;
 	crypto_path_key(workspace, key);
 	if (local_get_key(reg, key, false, &e, err) != 0 ||
@@ -822,9 +864,9 @@ static int local_list(struct registry *reg, bool probe,
 	DIR *dir;
 	int fd, rc = 0;
 
-	if (reg->locks_fd < 0)
+	if (loc(reg)->locks_fd < 0)
 		return 0;
-	fd = fsx_openat(reg->locks_fd, ".", O_RDONLY | O_DIRECTORY, 0);
+	fd = fsx_openat(loc(reg)->locks_fd, ".", O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0 || (dir = fdopendir(fd)) == NULL) {
 		fsx_close(fd);
 		return wsl_error_errno(err, WSL_IO, errno, "cannot read %s/locks", reg->path);
@@ -941,9 +983,9 @@ static int local_take_over(struct registry *reg, const char *workspace,
 	int lfd = -1, rc = -1;
 
 	memset(prior, 0, sizeof(*prior));
-	if (reg->locks_fd < 0)
+	if (loc(reg)->locks_fd < 0)
 		return wsl_error_set(err, WSL_NOT_HELD, "%s is not locked", workspace);
-	if (local_lock(reg, LOCK_EX, err) != 0)
+	if (local_lock(reg, LOCK_EX, NULL, err) != 0)
 		return -1;
 	crypto_path_key(workspace, key);
 	if (local_get_key(reg, key, true, e, err) != 0)
@@ -962,7 +1004,7 @@ static int local_take_over(struct registry *reg, const char *workspace,
 		ev.action = "clear-corrupt";
 		ev.prior_raw = e->raw;
 		ev.prior_raw_len = e->raw_len;
-		if (journal_append(reg->dir_fd, reg->path, &ev, sync_data(reg), err) != 0 ||
+		if (journal_append(loc(reg)->dir_fd, reg->path, &ev, sync_data(reg), err) != 0 ||
 		    unpublish(reg, key, workspace, err) != 0)
 			goto out;
 		CRASH_POINT("takeover:corrupt-removed");
@@ -972,14 +1014,14 @@ static int local_take_over(struct registry *reg, const char *workspace,
 	ev.prior = &e->owner;
 	ev.liveness = liveness_name(e->liveness);
 	ev.liveness_reason = e->reason;
-	if (journal_append(reg->dir_fd, reg->path, &ev, sync_data(reg), err) != 0)
+	if (journal_append(loc(reg)->dir_fd, reg->path, &ev, sync_data(reg), err) != 0)
 		goto out;
 	CRASH_POINT("takeover:journaled");
 	if (next == NULL) {
 		rc = unpublish(reg, key, workspace, err);
 		goto out;
 	}
-	lfd = fsx_open_dir_checked(reg->locks_fd, key, dirpath, false, err);
+	lfd = fsx_open_dir_checked(loc(reg)->locks_fd, key, dirpath, false, err);
 	if (lfd < 0)
 		goto out;
 	rc = replace_owner(reg, lfd, dirpath, next, live_fd, err);
@@ -999,7 +1041,7 @@ static int local_retain(struct registry *reg, const char *workspace,
 	struct lock_entry e;
 	int lfd = -1, rc = -1;
 
-	if (local_lock(reg, LOCK_EX, err) != 0)
+	if (local_lock(reg, LOCK_EX, NULL, err) != 0)
 		return -1;
 	crypto_path_key(workspace, key);
 	if (local_get_key(reg, key, false, &e, err) != 0 ||
@@ -1008,7 +1050,7 @@ static int local_retain(struct registry *reg, const char *workspace,
 	if (path_join(dirpath, reg->path, "locks", err) != 0 ||
 	    path_join(dirpath, dirpath, key, err) != 0)
 		goto out;
-	lfd = fsx_open_dir_checked(reg->locks_fd, key, dirpath, false, err);
+	lfd = fsx_open_dir_checked(loc(reg)->locks_fd, key, dirpath, false, err);
 	if (lfd < 0)
 		goto out;
 	unlinkat(lfd, "retained.json.new", 0);
@@ -1081,36 +1123,36 @@ static int local_garbage(struct registry *reg, bool remove, size_t *staging,
 	size_t n = 0, m = 0, i, j;
 
 	*staging = *orphan_markers = 0;
-	if (reg->tmp_fd >= 0) {
-		if (list_names(reg->tmp_fd, &names, &n) != 0)
+	if (loc(reg)->tmp_fd >= 0) {
+		if (list_names(loc(reg)->tmp_fd, &names, &n) != 0)
 			return wsl_error_errno(err, WSL_IO, errno, "cannot read %s/tmp", reg->path);
 		for (i = 0; i < n; i++) {
 			struct stat st;
 			(*staging)++;
 			if (!remove)
 				continue;
-			if (fstatat(reg->tmp_fd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			if (fstatat(loc(reg)->tmp_fd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 			    S_ISDIR(st.st_mode))
-				fsx_remove_dir_files(reg->tmp_fd, names[i]);
+				fsx_remove_dir_files(loc(reg)->tmp_fd, names[i]);
 			else
-				unlinkat(reg->tmp_fd, names[i], 0);
+				unlinkat(loc(reg)->tmp_fd, names[i], 0);
 			CRASH_POINT("garbage:staging-removed");
 		}
 		free_names(names, n);
 	}
-	if (reg->nest_fd < 0)
+	if (loc(reg)->nest_fd < 0)
 		return 0;
-	if (list_names(reg->nest_fd, &names, &n) != 0)
+	if (list_names(loc(reg)->nest_fd, &names, &n) != 0)
 		return wsl_error_errno(err, WSL_IO, errno, "cannot read %s/nest", reg->path);
 	for (i = 0; i < n; i++) {
-		int afd = fsx_openat(reg->nest_fd, names[i], O_RDONLY | O_DIRECTORY, 0);
+		int afd = fsx_openat(loc(reg)->nest_fd, names[i], O_RDONLY | O_DIRECTORY, 0);
 		if (afd < 0)
 			continue;
 		if (list_names(afd, &markers, &m) == 0) {
 			for (j = 0; j < m; j++) {
 				struct stat st;
-				if (reg->locks_fd >= 0 &&
-				    fstatat(reg->locks_fd, markers[j], &st, AT_SYMLINK_NOFOLLOW) == 0)
+				if (loc(reg)->locks_fd >= 0 &&
+				    fstatat(loc(reg)->locks_fd, markers[j], &st, AT_SYMLINK_NOFOLLOW) == 0)
 					continue;
 				(*orphan_markers)++;
 				if (remove)
@@ -1120,7 +1162,7 @@ static int local_garbage(struct registry *reg, bool remove, size_t *staging,
 		}
 		fsx_close(afd);
 		if (remove)
-			unlinkat(reg->nest_fd, names[i], AT_REMOVEDIR);
+			unlinkat(loc(reg)->nest_fd, names[i], AT_REMOVEDIR);
 	}
 	free_names(names, n);
 	return 0;
@@ -1144,20 +1186,20 @@ static int local_wait_prepare(struct registry *reg, struct wsl_error *err)
 {
 	char path[PATH_MAX];
 
-	if (reg->watch_fd >= 0)
+	if (loc(reg)->watch_fd >= 0)
 		return 0;
 	if (path_join(path, reg->path, "locks", err) != 0)
 		return -1;
-	reg->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (reg->watch_fd < 0)
+	loc(reg)->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (loc(reg)->watch_fd < 0)
 		return wsl_error_errno(err, WSL_OS, errno, "inotify_init1");
 	/* A release renames locks/KEY away (IN_MOVED_FROM); a removal by hand
 	 * deletes it (IN_DELETE). IN_DONT_FOLLOW: never through a symlink. */
-	if (inotify_add_watch(reg->watch_fd, path, IN_MOVED_FROM | IN_DELETE |
+	if (inotify_add_watch(loc(reg)->watch_fd, path, IN_MOVED_FROM | IN_DELETE |
 			      IN_ONLYDIR | IN_DONT_FOLLOW) < 0) {
 		wsl_error_errno(err, WSL_OS, errno, "inotify_add_watch %s", path);
-		fsx_close(reg->watch_fd);
-		reg->watch_fd = -1;
+		fsx_close(loc(reg)->watch_fd);
+		loc(reg)->watch_fd = -1;
 		return -1;
 	}
 	return 0;
@@ -1170,8 +1212,8 @@ static int local_wait(struct registry *reg, int sigfd, long timeout_ms,
 	char buf[4096];
 	nfds_t n = 0;
 
-	if (reg->watch_fd >= 0) {
-		pfd[n].fd = reg->watch_fd;
+	if (loc(reg)->watch_fd >= 0) {
+		pfd[n].fd = loc(reg)->watch_fd;
 		pfd[n].events = POLLIN;
 		pfd[n++].revents = 0;
 	}
@@ -1182,8 +1224,8 @@ static int local_wait(struct registry *reg, int sigfd, long timeout_ms,
 	}
 	if (poll(pfd, n, (int)timeout_ms) < 0 && errno != EINTR)
 		return wsl_error_errno(err, WSL_OS, errno, "poll");
-	if (reg->watch_fd >= 0)
-		while (read(reg->watch_fd, buf, sizeof(buf)) > 0)
+	if (loc(reg)->watch_fd >= 0)
+		while (read(loc(reg)->watch_fd, buf, sizeof(buf)) > 0)
 			;
 	return sigfd >= 0 && (pfd[n - 1].revents & POLLIN) ? 1 : 0;
 }
@@ -1191,7 +1233,7 @@ static int local_wait(struct registry *reg, int sigfd, long timeout_ms,
 const struct registry_ops registry_local_ops = {
 	.name = "local",
 	.close = local_close,
-	.lock = local_lock,
+	.lock = local_coord_lock,
 	.unlock = local_unlock,
 	.get = local_get,
 	.overlaps = local_overlaps,

@@ -22,7 +22,7 @@ enum { OPT_PRETTY = 1000, OPT_BACKEND, OPT_ETCD_ENDPOINTS, OPT_ETCD_PREFIX, OPT_
 
 static const struct cli_option common_options[] = {
 	{ "lock-dir", 'd', required_argument, "DIR",
-	  "registry directory (default $WSLOCK_DIR, else ${XDG_STATE_HOME:-~/.local/state}/wslock)" },
+	  "registry (default $WSLOCK_DIR, $STATE_DIRECTORY/wslock, ${XDG_STATE_HOME:-~/.local/state}/wslock)" },
 	{ "backend", OPT_BACKEND, required_argument, "NAME",
 	  "local (default, or $WSLOCK_BACKEND) or etcd" },
 	{ "etcd-endpoints", OPT_ETCD_ENDPOINTS, required_argument, "URLS",

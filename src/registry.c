@@ -40,6 +40,30 @@ void registry_overlaps_free(struct overlap *o, size_t n)
 	free(o);
 }
 
+/* The default registry when neither -d nor WSLOCK_DIR names one (DESIGN §5):
+ * $STATE_DIRECTORY/wslock (systemd's StateDirectory=, a colon-separated list:
+ * the first), else ${XDG_STATE_HOME:-$HOME/.local/state}/wslock; relative
+ * values are ignored, as the XDG spec says. */
+static int default_base(char base[PATH_MAX], struct wsl_error *err)
+{
+	const char *env;
+	int n;
+
+	if ((env = getenv("STATE_DIRECTORY")) != NULL && env[0] == '/')
+		n = snprintf(base, PATH_MAX, "%.*s/wslock", (int)strcspn(env, ":"), env);
+	else if ((env = getenv("XDG_STATE_HOME")) != NULL && env[0] == '/')
+		n = snprintf(base, PATH_MAX, "%s/wslock", env);
+	else if ((env = getenv("HOME")) != NULL && env[0] == '/')
+		n = snprintf(base, PATH_MAX, "%s/.local/state/wslock", env);
+	else
+		return wsl_error_set(err, WSL_USAGE,
+				     "no registry directory: none of -d, WSLOCK_DIR, STATE_DIRECTORY (systemd's StateDirectory=), XDG_STATE_HOME or HOME is set to an absolute path");
+	if (n < 0 || n >= PATH_MAX)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "registry path is longer than PATH_MAX");
+	return 0;
+}
+
 int registry_default_path(const char *dir, char out[PATH_MAX],
 			  struct wsl_error *err)
 {
@@ -57,19 +81,8 @@ int registry_default_path(const char *dir, char out[PATH_MAX],
 						     "WSLOCK_DIR must be an absolute path, not '%s'", env);
 			dir = env;
 		} else {
-			env = getenv("XDG_STATE_HOME");
-			if (env != NULL && env[0] == '/') {
-				n = snprintf(base, sizeof(base), "%s/wslock", env);
-			} else {
-				env = getenv("HOME");
-				if (env == NULL || env[0] != '/')
-					return wsl_error_set(err, WSL_USAGE,
-							     "no registry directory: set -d, WSLOCK_DIR or HOME");
-				n = snprintf(base, sizeof(base), "%s/.local/state/wslock", env);
-			}
-			if (n < 0 || n >= (int)sizeof(base))
-				return wsl_error_set(err, WSL_UNSAFE_PATH,
-						     "registry path is longer than PATH_MAX");
+			if (default_base(base, err) != 0)
+				return -1;
 			dir = base;
 		}
 	}

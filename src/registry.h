@@ -62,8 +62,10 @@ struct registry_deadline {
 
 /*
  * The registry directory: dir when not NULL, else $WSLOCK_DIR, else
+ * $STATE_DIRECTORY/wslock (systemd; the first of its list), else
  * ${XDG_STATE_HOME:-$HOME/.local/state}/wslock, made absolute against the
- * working directory. Fails with WSL_USAGE when none can be formed.
+ * working directory (DESIGN §5). Fails with WSL_USAGE when none can be
+ * formed (no HOME, as for a system service without StateDirectory=).
  */
 int registry_default_path(const char *dir, char out[PATH_MAX],
 			  struct wsl_error *err);

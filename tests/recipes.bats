@@ -18,7 +18,7 @@ MANPAGE=$BATS_TEST_DIRNAME/../man/wslock.1
 # every recipe the documents mark, and that every command-like block is
 # marked.
 TESTED="README.md:ci-recover README.md:deploy README.md:github README.md:gitlab
-README.md:cleanup README.md:etcd wslock.1:runbook-inspect wslock.1:runbook-save
+README.md:cleanup README.md:etcd README.md:systemd wslock.1:runbook-inspect wslock.1:runbook-save
 wslock.1:runbook-recover wslock.1:runbook-repair wslock.1:ci-recover
 wslock.1:deploy wslock.1:ci-retain wslock.1:skip-if-held wslock.1:who-holds-what"
 
@@ -444,4 +444,54 @@ ci_job() {
 		grep -q "^make test|$WS|" "$STUB_DIR/log" || { "$BATS_TEST_DIRNAME/etcd/cluster.sh" stop "$d"; fail "$sh: not run"; }
 	done
 	"$BATS_TEST_DIRNAME/etcd/cluster.sh" stop "$d"
+}
+
+# The unit's ExecStart= as systemd runs it: no HOME, no WSLOCK_DIR, and
+# STATE_DIRECTORY set to the StateDirectory= it created.  systemd is not
+# PID 1 on every machine the tests run on (CI containers): there, the same
+# environment is built by hand and the command is run under it; with
+# systemd as PID 1 the unit's lines run through systemd-run as well.
+@test "recipe README systemd: the unit's command locks in \$STATE_DIRECTORY/wslock without HOME; stopping it leaves no lock" {
+	local sd cmd reg
+	recipe_file README.md systemd
+	sd=$(sed -n 's/^StateDirectory=//p' "$T/recipe.sh")
+	cmd=$(sed -n 's/^ExecStart=//p' "$T/recipe.sh" | sed 's|^/usr/bin/wslock |wslock |')
+	[ -n "$sd" ] && [ -n "$cmd" ] || fail "no StateDirectory= or ExecStart= in: $(cat "$T/recipe.sh")"
+	grep -q '^Type=oneshot$' "$T/recipe.sh" || fail "not a oneshot unit"
+	mkdir -p "$T/srv/build" "$T/var/lib/$sd"
+	chmod 0755 "$T/var/lib/$sd"
+	reg=$T/var/lib/$sd/wslock
+	printf '%s\n' "$cmd" >"$T/recipe.sh"
+	svc() {
+		env -i PATH="$PATH" STUB_DIR="$STUB_DIR" ${STUB_BLOCK:+STUB_BLOCK=$STUB_BLOCK} \
+			STATE_DIRECTORY="$T/var/lib/$sd" "$@"
+	}
+	rm -f "$STUB_DIR/log"
+	run svc timeout -k 5 60 sh "$T/recipe.sh"
+	[ "$status" -eq 0 ] || fail "exit $status: $output"
+	stub_called "^make -C $T/srv/build all\|$T/srv/build\|"
+	[ -d "$reg/locks" ] || fail "no registry in \$STATE_DIRECTORY/wslock"
+	[ "$(stat -c %a "$reg")" = 700 ]
+	[ "$(wsl -d "$reg" inspect "$T/srv/build" | jq -r .state)" = free ]
+	# systemctl stop: SIGTERM to every process of the service.
+	rm -f "$STUB_DIR/started"
+	export STUB_BLOCK=make
+	(cd "$T/cwd" && exec setsid env -i PATH="$PATH" STUB_DIR="$STUB_DIR" STUB_BLOCK=make \
+		STATE_DIRECTORY="$T/var/lib/$sd" sh "$T/recipe.sh") </dev/null >"$T/rec.out" 2>"$T/rec.err" 3>&- &
+	REC_PID=$!
+	track_pid "$REC_PID"
+	interrupt TERM
+	[ "$(wsl -d "$reg" inspect "$T/srv/build" | jq -r .state)" = free ] || fail "stopping the service left the lock"
+	unset STUB_BLOCK
+	if [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] && command -v systemd-run >/dev/null; then
+		local unit=wslock-recipe-$$ state=/var/lib/wslock-recipe-$$
+		run systemd-run --wait --pipe --collect --quiet --unit="$unit" -p Type=oneshot \
+			-p StateDirectory="wslock-recipe-$$" -p Environment="PATH=$PATH STUB_DIR=$STUB_DIR" \
+			sh -c "$cmd"
+		local rc=$status
+		[ -d "$state/wslock/locks" ] && [ "$(stat -c %a "$state/wslock")" = 700 ]
+		local made=$?
+		rm -rf "$state"
+		[ "$rc" -eq 0 ] && [ "$made" -eq 0 ] || fail "under systemd-run: exit $rc: $output"
+	fi
 }

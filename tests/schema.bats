@@ -32,7 +32,7 @@ setup() {
 		fi
 	done
 	[ -n "$PY" ] || skip "python3-jsonschema is not installed (apt-get install python3-jsonschema)"
-	unset WSLOCK_TOKEN WSLOCK_WORKSPACE WSLOCK_OWNER WSLOCK_HOST \
+	unset WSLOCK_TOKEN WSLOCK_WORKSPACE WSLOCK_OWNER WSLOCK_HOST STATE_DIRECTORY \
 		WSLOCK_ALLOW_NETWORK_FS WSLOCK_FENCE XDG_STATE_HOME
 	export WSLOCK_DIR=$BATS_TEST_TMPDIR/reg
 	: >"$BATS_TEST_TMPDIR/.pids"

@@ -1,0 +1,76 @@
+#!/usr/bin/env bats
+# Where the registry is when -d does not say (DESIGN §5): $WSLOCK_DIR, then
+# $STATE_DIRECTORY/wslock (a systemd service's StateDirectory=, created
+# 0700 inside it), then ${XDG_STATE_HOME:-$HOME/.local/state}/wslock; with
+# none of them (a system service without HOME or StateDirectory=), a clear
+# usage error.
+
+load helpers
+
+# registry_of WS: the registry directory that holds WS's lock (from
+# inspect's lock_path, .../locks/KEY/owner.json).
+registry_of() {
+	wsl inspect "$1" | jq -r .lock_path | sed 's|/locks/[^/]*/owner.json$||'
+}
+
+# in_env VAR=VALUE... -- ARGS: wslock with only PATH and the given variables.
+in_env() {
+	local vars=()
+	while [ "$1" != -- ]; do vars+=("$1"); shift; done
+	shift
+	timeout -k 5 30 env -i PATH="$PATH" "${vars[@]}" "$WSLOCK" "$@"
+}
+
+@test "location: STATE_DIRECTORY/wslock without HOME, created 0700 inside systemd's 0755 directory" {
+	mkws a
+	local sd=$BATS_TEST_TMPDIR/var/lib/svc
+	mkdir -p "$sd"
+	chmod 0755 "$sd"
+	run -0 --separate-stderr in_env STATE_DIRECTORY="$sd" -- acquire --pid $$ "$(W a)"
+	[ -d "$sd/wslock/locks" ] || fail "no registry in $sd/wslock: $stderr"
+	[ "$(stat -c %a "$sd/wslock")" = 700 ]
+	[ "$(stat -c %a "$sd")" = 755 ] || fail "systemd's directory was changed"
+	run -0 --separate-stderr in_env STATE_DIRECTORY="$sd" -- inspect "$(W a)"
+	jq_ok '.state == "held"'
+	[[ $(jq -r .lock_path <<<"$output") == "$sd/wslock/locks/"* ]]
+}
+
+@test "location: STATE_DIRECTORY with several directories uses the first" {
+	mkws a
+	local one=$BATS_TEST_TMPDIR/one two=$BATS_TEST_TMPDIR/two
+	mkdir -p "$one" "$two"
+	run -0 --separate-stderr in_env STATE_DIRECTORY="$one:$two" -- acquire --pid $$ "$(W a)"
+	[ -d "$one/wslock/locks" ] && [ ! -e "$two/wslock" ] && [ ! -e "$one:$two" ] ||
+		fail "not in the first of the list: $(ls "$BATS_TEST_TMPDIR")"
+}
+
+@test "location: WSLOCK_DIR wins over STATE_DIRECTORY, STATE_DIRECTORY over XDG_STATE_HOME and HOME" {
+	mkws a b c
+	local sd=$BATS_TEST_TMPDIR/sd x=$BATS_TEST_TMPDIR/xdg h=$BATS_TEST_TMPDIR/home
+	mkdir -p "$sd" "$x" "$h"
+	run -0 --separate-stderr in_env WSLOCK_DIR="$BATS_TEST_TMPDIR/explicit" STATE_DIRECTORY="$sd" \
+		XDG_STATE_HOME="$x" HOME="$h" -- acquire --pid $$ "$(W a)"
+	[ -d "$BATS_TEST_TMPDIR/explicit/locks" ] && [ ! -e "$sd/wslock" ]
+	run -0 --separate-stderr in_env STATE_DIRECTORY="$sd" XDG_STATE_HOME="$x" HOME="$h" -- \
+		acquire --pid $$ "$(W b)"
+	[ -d "$sd/wslock/locks" ] && [ ! -e "$x/wslock" ] && [ ! -e "$h/.local" ]
+	# -d wins over all of them.
+	run -0 --separate-stderr in_env STATE_DIRECTORY="$sd" -- -d "$BATS_TEST_TMPDIR/dash-d" \
+		acquire --pid $$ "$(W c)"
+	[ -d "$BATS_TEST_TMPDIR/dash-d/locks" ]
+	# A relative STATE_DIRECTORY is ignored, as a relative XDG_STATE_HOME is.
+	run -0 --separate-stderr in_env STATE_DIRECTORY=rel XDG_STATE_HOME=rel2 HOME="$h" -- \
+		inspect --all
+	[ ! -e rel ] && [ ! -e rel2 ]
+}
+
+@test "location: no WSLOCK_DIR, STATE_DIRECTORY, XDG_STATE_HOME or HOME: usage error naming them, nothing created" {
+	mkws a
+	run -64 --separate-stderr in_env -- acquire --pid $$ "$(W a)"
+	[[ $stderr == *STATE_DIRECTORY* && $stderr == *HOME* && $stderr == *WSLOCK_DIR* ]] ||
+		fail "unclear: $stderr"
+	jq_ok '.error.code == "WSLOCK_USAGE"'
+	# Only when none applies: STATE_DIRECTORY alone is enough.
+	mkdir -p "$BATS_TEST_TMPDIR/sd"
+	run -0 --separate-stderr in_env STATE_DIRECTORY="$BATS_TEST_TMPDIR/sd" -- inspect "$(W a)"
+}

@@ -124,7 +124,7 @@ uninstall:
 	rmdir $(DESTDIR)$(DOCDIR)/schema $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 
 clean:
-	rm -f wslock wslock-test src/*.o $(UNIT) bench/wslbench fuzz/fuzz_owner
+	rm -f wslock wslock-test src/*.o $(UNIT) bench/wslbench bench/wsllimit fuzz/fuzz_owner
 
 include bench/bench.mk
 include mk/hardening.mk

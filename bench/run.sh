@@ -1,49 +1,91 @@
 #!/usr/bin/env bash
-# bench/run.sh - wslock's benchmarks, each measured side by side with flock(1).
+# bench/run.sh - wslock's benchmarks: every figure of issue 14's table, each
+# measured in the same run as flock(1) (alternating runs, ratios of
+# medians) and, where one exists, beside the physical limit: bench/wsllimit,
+# a static C program that does only the durable steps (fork+exec, one owner
+# write, fsync, rename, directory fsync).
 #
-#   bench/run.sh            full run (~4 min on 2 cores): prints the table,
-#                           writes bench/RESULTS.md and raw figures in
-#                           bench/results/
-#   bench/run.sh --smoke    every benchmark once at a tiny size (a few
-#                           seconds); prints the table, asserts no timing,
-#                           fails only when a benchmark itself breaks
+#   bench/run.sh [--smoke] [FIGURE...]
 #
-# Environment: WSLOCK (binary, default ./wslock), WSLBENCH (helper, default
-# bench/wslbench), BENCH_TMP (where registries go, default $TMPDIR or /tmp).
-# Every figure is a ratio of medians over alternating runs (the order of
-# wslock's and flock's commands rotates every iteration; see wslbench.c).
+#   FIGURE (default: all, in this order)
+#     uncontended        run WS -- true (registry on the disk) vs flock FILE true
+#     uncontended-tmpfs  the same with registry and lock file on tmpfs (/dev/shm)
+#     acquire-release    acquire + release vs lockfile-create + lockfile-remove
+#     contended          8 workers x 50 iterations, total wall
+#     contended-tmpfs    the same on tmpfs
+#     fairness           worst single wait / mean wait, and the worst wait itself
+#     wakeup             release -> next holder's command starts: median, p99
+#     blocked            wake-ups of a blocked waiter over 5 s (voluntary
+#                        context switches, /proc/PID/status)
+#     depth              depth 30 / depth 1, warm (markers kept) and cold
+#                        (reclaim --yes between runs)
+#     syscalls           syscalls of one uncontended run (strace -f -c)
+#     rss                peak RSS of run -- true
+#     scale              acquire + release with 10 000 locks held / none
+#     inspect-all        inspect --all at 10 000 locks: us per lock, memory
+#     profiles           strace -w, perf stat, callgrind (full runs only)
+#
+#   --smoke   every figure once at a tiny size (seconds): asserts no timing,
+#             fails only when a benchmark itself breaks (CI runs this)
+#
+# A full run of all figures writes bench/RESULTS.md (wslock, flock and the
+# limit side by side, then the raw tables and bench/analysis.md); raw figures
+# go to bench/results/MODE/. Environment: WSLOCK (binary, default ./wslock),
+# WSLBENCH and WSLLIMIT (helpers, default bench/wslbench, bench/wsllimit),
+# BENCH_TMP (registries, default $TMPDIR or /tmp), BENCH_TMPFS (default
+# /dev/shm). Needs flock(1), strace and lockfile-progs; hyperfine, perf and
+# valgrind are used when present (as root, missing tools are installed with
+# apt-get).
 set -euo pipefail
 
 MODE=full
-case "${1:-}" in
---smoke) MODE=smoke ;;
---full | "") MODE=full ;;
--h | --help)
-	sed -n '2,16p' "$0"
-	exit 0
-	;;
-*)
-	echo "usage: bench/run.sh [--smoke|--full]" >&2
-	exit 64
-	;;
-esac
+FIGS=()
+ALL_FIGS=(uncontended uncontended-tmpfs acquire-release contended contended-tmpfs fairness
+	wakeup blocked depth syscalls rss scale inspect-all profiles)
+for a in "$@"; do
+	case $a in
+	--smoke) MODE=smoke ;;
+	--full) MODE=full ;;
+	-h | --help)
+		sed -n '2,37p' "$0"
+		exit 0
+		;;
+	-*)
+		echo "usage: bench/run.sh [--smoke] [FIGURE...]" >&2
+		exit 64
+		;;
+	*)
+		[[ " ${ALL_FIGS[*]} " == *" $a "* ]] || { echo "bench: unknown figure '$a' (bench/run.sh --help)" >&2; exit 64; }
+		FIGS+=("$a")
+		;;
+	esac
+done
+WRITE_RESULTS=0
+if [ ${#FIGS[@]} -eq 0 ]; then
+	FIGS=("${ALL_FIGS[@]}")
+	[ "$MODE" = full ] && WRITE_RESULTS=1
+fi
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=tests/lib.sh
+. "$ROOT/tests/lib.sh"
 WSLOCK=$(realpath "${WSLOCK:-$ROOT/wslock}")
 B=$(realpath "${WSLBENCH:-$ROOT/bench/wslbench}")
+LIMIT=$(realpath "${WSLLIMIT:-$ROOT/bench/wsllimit}")
 OUT=$ROOT/bench/results/$MODE
 RESULTS=$ROOT/bench/RESULTS.md
 
 # The benchmarks may themselves run under a wslock run or with a user's
 # settings: none of that may leak in.
-unset WSLOCK_TOKEN WSLOCK_WORKSPACE WSLOCK_OWNER WSLOCK_HOST XDG_STATE_HOME \
-	WSLOCK_ALLOW_NETWORK_FS WSLOCK_DIR
+wsl_clean_env
+unset WSLOCK_DIR
 export LC_ALL=C
 
 # --- tools ---------------------------------------------------------------
 need_pkgs=()
 command -v flock >/dev/null || need_pkgs+=(util-linux)
 command -v strace >/dev/null || need_pkgs+=(strace)
+command -v lockfile-create >/dev/null || need_pkgs+=(lockfile-progs)
 if [ "$MODE" = full ]; then
 	command -v hyperfine >/dev/null || need_pkgs+=(hyperfine)
 fi
@@ -54,29 +96,32 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
 			{ apt-get update >/dev/null 2>&1 && apt-get install -y "${need_pkgs[@]}" >/dev/null 2>&1; } ||
 			echo "bench: could not install ${need_pkgs[*]}" >&2
 	else
-		echo "bench: missing ${need_pkgs[*]} (apt-get install ${need_pkgs[*]}); the parts that need them are skipped" >&2
+		echo "bench: missing ${need_pkgs[*]} (apt-get install ${need_pkgs[*]}); the figures that need them say n/a" >&2
 	fi
 fi
 command -v flock >/dev/null || { echo "bench: flock(1) is required (util-linux)" >&2; exit 1; }
-[ -x "$WSLOCK" ] || { echo "bench: $WSLOCK is not built (make)" >&2; exit 1; }
-[ -x "$B" ] || { echo "bench: $B is not built (make bench/wslbench)" >&2; exit 1; }
+for b in "$WSLOCK" "$B" "$LIMIT"; do
+	[ -x "$b" ] || { echo "bench: $b is not built (make bench/wslbench bench/wsllimit)" >&2; exit 1; }
+done
 have() { command -v "$1" >/dev/null; }
 
 # --- sizes ---------------------------------------------------------------
 if [ "$MODE" = full ]; then
-	N1=300 W1=20           # 1 uncontended: runs per command, warm-up
+	N1=300 W1=20                    # uncontended: runs per command, warm-up
 	C_ROUNDS=5 C_WORKERS=8 C_ITERS=50
 	WAKE_N=200 WAKE_DELAY=30
-	CPU_N=3 CPU_HOLD_MS=5100  # blocked 5 s (from 100 ms after start to release)
-	SCALE_1K=1000 SCALE_10K=10000 SCALE_SIB=1000 N4=100 NI=10
-	N5=100
+	BLK_N=3 BLK_HOLD_MS=5100        # blocked 5 s (from 100 ms after start to the release)
+	SCALE=10000 SCALE_MID=1000 N_SCALE=100 N_INSPECT=10
+	N_DEPTH=100 DEEP=30
+	N_AR=200
 else
 	N1=3 W1=1
 	C_ROUNDS=1 C_WORKERS=2 C_ITERS=3
 	WAKE_N=2 WAKE_DELAY=30
-	CPU_N=1 CPU_HOLD_MS=300
-	SCALE_1K=10 SCALE_10K=30 SCALE_SIB=10 N4=3 NI=2
-	N5=3
+	BLK_N=1 BLK_HOLD_MS=300
+	SCALE=30 SCALE_MID=10 N_SCALE=3 N_INSPECT=2
+	N_DEPTH=3 DEEP=30
+	N_AR=3
 fi
 
 # --- scratch space -------------------------------------------------------
@@ -86,17 +131,22 @@ REG=$(mktemp -d "$TMPBASE/wslock-bench-reg.XXXXXX")
 if WS_BASE=$(mktemp -d /wslock-bench.XXXXXX 2>/dev/null); then :; else
 	WS_BASE=$(mktemp -d "$TMPBASE/wslock-bench-ws.XXXXXX")
 fi
-# Measure a private copy: the tree's ./wslock may be rebuilt during the run.
-cp "$WSLOCK" "$REG/wslock"
+TMPFS=
+tmpfs_dir=${BENCH_TMPFS:-/dev/shm}
+if [ "$(stat -f -c %T "$tmpfs_dir" 2>/dev/null)" = tmpfs ]; then
+	TMPFS=$(mktemp -d "$tmpfs_dir/wslock-bench.XXXXXX")
+fi
+# Measure private copies: the tree's binaries may be rebuilt during the run.
 WSLOCK_SRC=$WSLOCK
-WSLOCK=$REG/wslock
+WSLOCK=$(wsl_private_copy "$WSLOCK" "$REG")
+LIMIT=$(wsl_private_copy "$LIMIT" "$REG")
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 PIDS=()
 cleanup() {
 	local p
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$REG" "$WS_BASE"
+	rm -rf "$REG" "$WS_BASE" ${TMPFS:+"$TMPFS"}
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -108,7 +158,7 @@ note() { printf '%s\n' "bench: $*" >&2; }
 # get FILE LABEL FIELD: one field of a helper's summary line.
 get() { awk -F'\t' -v l="$2" -v f="$3" '$1 == l { print $f; exit }' "$1"; }
 # ratio A B (2 decimals)
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 # verdict VALUE OP LIMIT -> met / MISSED
 verdict() {
 	[ "$MODE" = full ] || { echo "(smoke)"; return; }
@@ -117,269 +167,323 @@ verdict() {
 		ok = (op == "<=") ? (v + 0 <= l + 0) : (v + 0 >= l + 0)
 		print ok ? "met" : "MISSED" }'
 }
-ms() { awk -v u="$1" 'BEGIN { printf "%.2f ms", u / 1000 }'; }
-us() { awk -v u="$1" 'BEGIN { printf "%.0f us", u }'; }
+ms() { awk -v u="$1" 'BEGIN { if (u == "") print "n/a"; else printf "%.2f ms", u / 1000 }'; }
+us() { awk -v u="$1" 'BEGIN { if (u == "") print "n/a"; else printf "%.0f us", u }'; }
 
 SUMMARY=$OUT/summary.tsv
 : >"$SUMMARY"
-# row NUM NAME WSLOCK FLOCK FIGURE TARGET VERDICT
+# row FIGURE WSLOCK FLOCK LIMIT RATIO TARGET VERDICT
 row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$SUMMARY"; }
 
 # A long-lived process to hold --pid locks for.
-sleep 100000 &
-HOLDER=$!
+wsl_start_sleeper 100000
+HOLDER=$SLEEPER_PID
 PIDS+=("$HOLDER")
 
-# --- 1. uncontended ------------------------------------------------------
-note "1/7 uncontended run (${N1} alternating runs each)"
-WS1=$WS_BASE/u1
-mkdir -p "$WS1"
-WSLOCK_DIR=$REG/b1 "$B" alt "$N1" "$W1" -- \
-	wslock "$WSLOCK" -d "$REG/b1" run -q "$WS1" -- true ::: \
-	flock flock "$WS_BASE/f/u1.lock" true >"$OUT/1-uncontended.tsv"
-w=$(get "$OUT/1-uncontended.tsv" wslock 3)
-f=$(get "$OUT/1-uncontended.tsv" flock 3)
-R1=$(ratio "$w" "$f")
-row 1 "uncontended run -- true (median)" "$(ms "$w")" "$(ms "$f")" "ratio $R1" "<= 1.5" "$(verdict "$R1" '<=' 1.5)"
-if [ "$MODE" = full ] && have hyperfine; then
-	hyperfine -N --warmup 20 --runs 200 --export-markdown "$OUT/1-hyperfine.md" \
-		"$WSLOCK -d $REG/b1 run -q $WS1 -- true" "flock $WS_BASE/f/u1.lock true" \
-		>"$OUT/1-hyperfine.txt" 2>&1 || note "hyperfine cross-check failed (ignored)"
-fi
+# --- measurements (each once per run; figures share them) ---------------
 
-# --- 2. contended handoff ------------------------------------------------
-note "2/7 contended handoff (${C_WORKERS} workers x ${C_ITERS} iterations, ${C_ROUNDS} rounds)"
-WS2=$WS_BASE/c1
-mkdir -p "$WS2"
-"$B" contend "$C_ROUNDS" "$C_WORKERS" "$C_ITERS" -- \
-	wslock "$WSLOCK" -d "$REG/b2" run -q "$WS2" -- "$B" stamp ::: \
-	flock flock "$WS_BASE/f/c1.lock" "$B" stamp >"$OUT/2-contended.tsv"
-w=$(get "$OUT/2-contended.tsv" wslock 3)
-f=$(get "$OUT/2-contended.tsv" flock 3)
-R2=$(ratio "$w" "$f")
-row 2 "contended ${C_WORKERS}x${C_ITERS}: total wall (median)" "$w ms" "$f ms" "ratio $R2" "<= 1.5" "$(verdict "$R2" '<=' 1.5)"
-w=$(get "$OUT/2-contended.tsv" wslock 10)
-f=$(get "$OUT/2-contended.tsv" flock 10)
-row 2 "contended: max per-worker wait / mean" "$w" "$f" "$w" "<= 5" "$(verdict "$w" '<=' 5)"
+# uncontended_on BASE TAG: run -- true, flock and the limit, alternating.
+uncontended_on() {
+	local base=$1 tag=$2 f=$OUT/uncontended-$2.tsv
+	[ -s "$f" ] && return 0
+	mkdir -p "$base/ws-u" "$base/limit-u" "$base/f"
+	note "uncontended ($tag): ${N1} alternating runs each of wslock, flock and the limit"
+	"$B" alt "$N1" "$W1" -- \
+		wslock "$WSLOCK" -d "$base/reg-u" run -q "$base/ws-u" -- true ::: \
+		flock flock "$base/f/u.lock" true ::: \
+		limit "$LIMIT" "$base/limit-u" true >"$f"
+}
+measure_uncontended() { uncontended_on "$REG" disk; }
 
-# --- 3. wake-up latency and blocked CPU -----------------------------------
-note "3/7 wake-up latency (${WAKE_N} alternating trials each)"
-WS3=$WS_BASE/w1
-mkdir -p "$WS3"
-"$B" wake "$WAKE_N" "$WAKE_DELAY" -- \
-	wslock "$WSLOCK" -d "$REG/b3" run -q "$WS3" -- "$B" hold +++ \
-	"$WSLOCK" -d "$REG/b3" run -q "$WS3" -- "$B" stamp ::: \
-	flock flock "$WS_BASE/f/w1.lock" "$B" hold +++ \
-	flock "$WS_BASE/f/w1.lock" "$B" stamp >"$OUT/3-wake.tsv"
-w=$(get "$OUT/3-wake.tsv" wslock 3)
-f=$(get "$OUT/3-wake.tsv" flock 3)
-row 3 "wake-up latency, median" "$(us "$w")" "$(us "$f")" "$(us "$w")" "<= 2 ms" "$(verdict "$w" '<=' 2000)"
-w=$(get "$OUT/3-wake.tsv" wslock 6)
-f=$(get "$OUT/3-wake.tsv" flock 6)
-row 3 "wake-up latency, p99" "$(us "$w")" "$(us "$f")" "$(us "$w")" "<= 10 ms" "$(verdict "$w" '<=' 10000)"
-note "3/7 CPU of a blocked waiter (${CPU_N} x $((CPU_HOLD_MS - 100)) ms each)"
-"$B" wake "$CPU_N" "$CPU_HOLD_MS" -c -- \
-	wslock "$WSLOCK" -d "$REG/b3" run -q "$WS3" -- "$B" hold +++ \
-	"$WSLOCK" -d "$REG/b3" run -q "$WS3" -- "$B" stamp ::: \
-	flock flock "$WS_BASE/f/w1.lock" "$B" hold +++ \
-	flock "$WS_BASE/f/w1.lock" "$B" stamp >"$OUT/3-cpu.tsv"
-w=$(get "$OUT/3-cpu.tsv" wslock 9)
-f=$(get "$OUT/3-cpu.tsv" flock 9)
-bl=$(get "$OUT/3-cpu.tsv" wslock 10)
-row 3 "CPU while blocked ${bl} ms (max)" "$(us "$w")" "$(us "$f")" "$(us "$w")" "< 20 ms" "$(verdict "$w" '<=' 20000)"
+# contend_on BASE TAG: WORKERS x ITERS, ROUNDS rounds.
+contend_on() {
+	local base=$1 tag=$2 f=$OUT/contended-$2.tsv
+	[ -s "$f" ] && return 0
+	mkdir -p "$base/ws-c" "$base/f"
+	note "contended ($tag): ${C_WORKERS} workers x ${C_ITERS} iterations, ${C_ROUNDS} rounds"
+	"$B" contend "$C_ROUNDS" "$C_WORKERS" "$C_ITERS" -- \
+		wslock "$WSLOCK" -d "$base/reg-c" run -q "$base/ws-c" -- "$B" stamp ::: \
+		flock flock "$base/f/c.lock" "$B" stamp >"$f"
+}
 
-# --- 4. registry scale ---------------------------------------------------
-note "4/7 registry scale: filling registries ($SCALE_1K, $SCALE_10K, $SCALE_SIB sibling locks)"
-S=$WS_BASE/s
-mkdir -p "$S/u" "$S/t/ws" "$S/t/sib"
-(cd "$S/u" && seq -f 'd%05g' 0 $((SCALE_10K - 1)) | xargs mkdir)
-(cd "$S/t/sib" && seq -f 'd%05g' 0 $((SCALE_SIB - 1)) | xargs mkdir)
-# Filling is setup, not a measurement: when eatmydata(1) is installed it
-# turns the fill's fsyncs into no-ops (the files written are the same).
+# wake_measure FILE DELAY_MS N [-c]
+wake_measure() {
+	local f=$1 delay=$2 n=$3 ws=$WS_BASE/w1
+	shift 3
+	[ -s "$f" ] && return 0
+	mkdir -p "$ws"
+	"$B" wake "$n" "$delay" "$@" -- \
+		wslock "$WSLOCK" -d "$REG/reg-w" run -q "$ws" -- "$B" hold +++ \
+		"$WSLOCK" -d "$REG/reg-w" run -q "$ws" -- "$B" stamp ::: \
+		flock flock "$WS_BASE/f/w1.lock" "$B" hold +++ \
+		flock "$WS_BASE/f/w1.lock" "$B" stamp >"$f"
+}
+
+# fill REGISTRY COUNT: COUNT locks held (acquire --pid of the sleeper) on
+# unrelated workspaces. Filling is setup, not a measurement: when
+# eatmydata(1) is installed it turns the fill's fsyncs into no-ops.
 FILL_WRAP=()
 have eatmydata && FILL_WRAP=(eatmydata)
-fill() { # fill REGISTRY DIR COUNT
-	local t0=$SECONDS
-	seq -f "$2/d%05g" 0 $(($3 - 1)) |
-		xargs -P2 -n1 "${FILL_WRAP[@]}" "$WSLOCK" -d "$1" acquire -q --pid "$HOLDER" >/dev/null
-	local got
-	got=$(find "$1/locks" -mindepth 1 -maxdepth 1 | wc -l)
-	[ "$got" -eq "$3" ] || { note "fill $1: $got locks, expected $3"; exit 1; }
-	note "  $3 locks in $((SECONDS - t0)) s"
-	echo "$3 locks in $(basename "$1"): $((SECONDS - t0)) s" >>"$OUT/4-fill.txt"
+fill() {
+	local reg=$1 n=$2 t0=$SECONDS got
+	[ -d "$reg/locks" ] && return 0
+	mkdir -p "$WS_BASE/u"
+	(cd "$WS_BASE/u" && seq -f 'd%05g' 0 $((n - 1)) | xargs mkdir -p)
+	"$WSLOCK" -d "$reg" run -q "$WS_BASE/u" -- true
+	seq -f "$WS_BASE/u/d%05g" 0 $((n - 1)) |
+		xargs -P2 -n1 "${FILL_WRAP[@]}" "$WSLOCK" -d "$reg" acquire -q --pid "$HOLDER" >/dev/null
+	got=$(find "$reg/locks" -mindepth 1 -maxdepth 1 | wc -l)
+	[ "$got" -eq "$n" ] || { note "fill $reg: $got locks, expected $n"; exit 1; }
+	echo "$n locks in $((SECONDS - t0)) s${FILL_WRAP[*]:+ (under ${FILL_WRAP[*]})}" >>"$OUT/fill.txt"
 }
-"$WSLOCK" -d "$REG/s0" inspect --all >/dev/null  # nothing there: creates nothing
-fill "$REG/s1k" "$S/u" "$SCALE_1K"
-fill "$REG/s10k" "$S/u" "$SCALE_10K"
-fill "$REG/ssib" "$S/t/sib" "$SCALE_SIB"
-"$WSLOCK" -d "$REG/s0" run -q "$S/t/ws" -- true  # creates the empty registry
-note "4/7 acquire+release (run -- true) against each registry (${N4} alternating runs)"
-"$B" alt "$N4" 3 -- \
-	wslock-0 "$WSLOCK" -d "$REG/s0" run -q "$S/t/ws" -- true ::: \
-	wslock-1k "$WSLOCK" -d "$REG/s1k" run -q "$S/t/ws" -- true ::: \
-	wslock-10k "$WSLOCK" -d "$REG/s10k" run -q "$S/t/ws" -- true ::: \
-	wslock-sib1k "$WSLOCK" -d "$REG/ssib" run -q "$S/t/ws" -- true ::: \
-	flock flock "$WS_BASE/f/s.lock" true >"$OUT/4-scale.tsv"
-w0=$(get "$OUT/4-scale.tsv" wslock-0 3)
-w1=$(get "$OUT/4-scale.tsv" wslock-1k 3)
-w10=$(get "$OUT/4-scale.tsv" wslock-10k 3)
-ws=$(get "$OUT/4-scale.tsv" wslock-sib1k 3)
-f=$(get "$OUT/4-scale.tsv" flock 3)
-R4=$(ratio "$w10" "$w0")
-p10r=$(ratio "$(get "$OUT/4-scale.tsv" wslock-10k 4)" "$(get "$OUT/4-scale.tsv" wslock-0 4)")
-row 4 "acquire+release, ${SCALE_10K} held / 0 held" "$(ms "$w10") / $(ms "$w0")" "$(ms "$f")" "ratio $R4 (p10 ratio $p10r)" "<= 1.2" "$(verdict "$R4" '<=' 1.2)"
-R4s=$(ratio "$ws" "$w0")
-row 4 "acquire+release, ${SCALE_SIB} under a sibling / 0" "$(ms "$ws") / $(ms "$w0")" "$(ms "$f")" "ratio $R4s" "(report)" "-"
-note "4/7 inspect --all against the kernel's lock list over the same number of flock(2) locks (${NI} alternating runs)"
-# flock's side: cat /proc/locks lists every kernel lock (lslocks reads it
-# too, but resolves paths in O(n^2): it is measured at the 1k size only).
-mkdir -p "$WS_BASE/fl1" "$WS_BASE/fl2"
-"$B" alt "$NI" 1 -- \
-	inspect-0 "$WSLOCK" -d "$REG/s0" inspect --all ::: \
-	proclocks-0 cat /proc/locks >"$OUT/4-inspect-0.tsv"
-hold_flocks() { # hold_flocks COUNT DIR: background holder, waits until ready
-	local fifo=$WS_BASE/ready.$RANDOM
-	mkfifo "$fifo"
-	"$B" holdflocks "$1" "$2" >"$fifo" &
-	PIDS+=("$!")
-	read -r _ <"$fifo"
-	rm -f "$fifo"
-}
-hold_flocks "$SCALE_1K" "$WS_BASE/fl1"
-"$B" alt "$NI" 1 -- \
-	inspect-1k "$WSLOCK" -d "$REG/s1k" inspect --all ::: \
-	proclocks-1k cat /proc/locks ::: \
-	lslocks-1k lslocks >"$OUT/4-inspect-1k.tsv"
-hold_flocks $((SCALE_10K - SCALE_1K)) "$WS_BASE/fl2"
-"$B" alt "$NI" 1 -- \
-	inspect-10k "$WSLOCK" -d "$REG/s10k" inspect --all ::: \
-	proclocks-10k cat /proc/locks >"$OUT/4-inspect-10k.tsv"
-cat "$OUT"/4-inspect-*.tsv >"$OUT/4-inspect.tsv"
-i0=$(get "$OUT/4-inspect.tsv" inspect-0 3)
-i1=$(get "$OUT/4-inspect.tsv" inspect-1k 3)
-i10=$(get "$OUT/4-inspect.tsv" inspect-10k 3)
-l10=$(get "$OUT/4-inspect.tsv" proclocks-10k 3)
-PERLOCK=$(awk -v a="$i10" -v b="$i1" -v n=$((SCALE_10K - SCALE_1K)) 'BEGIN { printf "%.1f", (a - b) / n }')
-GROW=$(awk -v a="$i10" -v b="$i1" -v z="$i0" 'BEGIN { if (b - z > 0) printf "%.1f", (a - z) / (b - z); else print "n/a" }')
-row 4 "inspect --all, ${SCALE_10K} locks" "$(ms "$i10")" "$(ms "$l10") (cat /proc/locks)" "${PERLOCK} us/lock; (t10k-t0)/(t1k-t0) = $GROW" "linear (10 = linear)" "$(verdict "$GROW" '<=' 13)"
 
-# --- 5. depth ------------------------------------------------------------
-note "5/7 workspace depth (${N5} alternating runs)"
-DEPTHS="1 8 32 64"
-base_depth=$(printf '%s' "$WS_BASE" | tr -cd / | wc -c)
-DARGS=()
-for d in $DEPTHS; do
+# --- the figures ---------------------------------------------------------
+
+fig_uncontended() {
+	measure_uncontended
+	local f=$OUT/uncontended-disk.tsv w l fl
+	w=$(get "$f" wslock 3) fl=$(get "$f" flock 3) l=$(get "$f" limit 3)
+	row "uncontended run -- true, median" "$(ms "$w")" "$(ms "$fl")" "$(ms "$l")" \
+		"$(ratio "$w" "$fl")x (limit $(ratio "$l" "$fl")x)" "<= 1.35x" "$(verdict "$(ratio "$w" "$fl")" '<=' 1.35)"
+	if [ "$MODE" = full ] && have hyperfine; then
+		hyperfine -N --warmup 20 --runs 200 --export-markdown "$OUT/uncontended-hyperfine.md" \
+			"$WSLOCK -d $REG/reg-u run -q $REG/ws-u -- true" "flock $REG/f/u.lock true" \
+			"$LIMIT $REG/limit-u true" >"$OUT/uncontended-hyperfine.txt" 2>&1 ||
+			note "hyperfine cross-check failed (ignored)"
+	fi
+}
+
+fig_uncontended_tmpfs() {
+	if [ -z "$TMPFS" ]; then
+		row "uncontended run -- true on tmpfs" "-" "-" "-" "no tmpfs at $tmpfs_dir" "<= 1.1x" "n/a"
+		return 0
+	fi
+	uncontended_on "$TMPFS" tmpfs
+	local f=$OUT/uncontended-tmpfs.tsv w l fl
+	w=$(get "$f" wslock 3) fl=$(get "$f" flock 3) l=$(get "$f" limit 3)
+	row "uncontended run -- true on tmpfs, median" "$(ms "$w")" "$(ms "$fl")" "$(ms "$l")" \
+		"$(ratio "$w" "$fl")x (limit $(ratio "$l" "$fl")x)" "<= 1.1x" "$(verdict "$(ratio "$w" "$fl")" '<=' 1.1)"
+}
+
+fig_acquire_release() {
+	local f=$OUT/acquire-release.tsv ws=$WS_BASE/ar w lf
+	if ! have lockfile-create; then
+		row "acquire + release vs lockfile-create + remove" "-" "-" "-" "lockfile-progs missing" "<= 1.4x" "n/a"
+		return 0
+	fi
+	mkdir -p "$ws"
+	note "acquire-release: ${N_AR} alternating pairs each"
+	"$B" alt "$N_AR" 3 -- \
+		wslock "$WSLOCK" -d "$REG/reg-ar" acquire -q --pid "$HOLDER" "$ws" +++ \
+		"$WSLOCK" -d "$REG/reg-ar" release -q --token @TOKEN@ "$ws" ::: \
+		lockfile lockfile-create --retry 0 "$WS_BASE/f/ar" +++ lockfile-remove "$WS_BASE/f/ar" >"$f"
+	w=$(get "$f" wslock 3) lf=$(get "$f" lockfile 3)
+	row "acquire + release vs lockfile-create + remove, median" "$(ms "$w")" "$(ms "$lf") (lockfile)" "-" \
+		"$(ratio "$w" "$lf")x" "<= 1.4x" "$(verdict "$(ratio "$w" "$lf")" '<=' 1.4)"
+}
+
+fig_contended() {
+	contend_on "$REG" disk
+	local f=$OUT/contended-disk.tsv w fl
+	w=$(get "$f" wslock 3) fl=$(get "$f" flock 3)
+	row "contended ${C_WORKERS}x${C_ITERS}: total wall, median" "$w ms" "$fl ms" "-" \
+		"$(ratio "$w" "$fl")x" "<= 1.5x" "$(verdict "$(ratio "$w" "$fl")" '<=' 1.5)"
+}
+
+fig_contended_tmpfs() {
+	if [ -z "$TMPFS" ]; then
+		row "contended on tmpfs" "-" "-" "-" "no tmpfs at $tmpfs_dir" "(report)" "-"
+		return 0
+	fi
+	contend_on "$TMPFS" tmpfs
+	local f=$OUT/contended-tmpfs.tsv w fl
+	w=$(get "$f" wslock 3) fl=$(get "$f" flock 3)
+	row "contended ${C_WORKERS}x${C_ITERS} on tmpfs: total wall, median" "$w ms" "$fl ms" "-" \
+		"$(ratio "$w" "$fl")x" "(report)" "-"
+}
+
+fig_fairness() {
+	contend_on "$REG" disk
+	local f=$OUT/contended-disk.tsv w fl wm fm
+	# column 11: worst single wait / mean single wait (worst round); 9: the
+	# worst single wait itself, 6: the mean wait.
+	w=$(get "$f" wslock 11) fl=$(get "$f" flock 11)
+	wm=$(get "$f" wslock 9) fm=$(get "$f" flock 9)
+	row "fairness: worst single wait / mean wait" "${w}x (worst $(ms "$wm"), mean $(ms "$(get "$f" wslock 6)"))" \
+		"${fl}x (worst $(ms "$fm"), mean $(ms "$(get "$f" flock 6)"))" "~1x (FIFO)" "${w}x" "<= 3x" "$(verdict "$w" '<=' 3)"
+}
+
+fig_wakeup() {
+	note "wakeup: ${WAKE_N} alternating trials each"
+	wake_measure "$OUT/wakeup.tsv" "$WAKE_DELAY" "$WAKE_N"
+	local f=$OUT/wakeup.tsv w fl wp fp rp
+	w=$(get "$f" wslock 3) fl=$(get "$f" flock 3)
+	wp=$(get "$f" wslock 6) fp=$(get "$f" flock 6)
+	row "wake-up latency, median" "$(us "$w")" "$(us "$fl")" "-" "$(ratio "$w" "$fl")x" "<= 1.5x" \
+		"$(verdict "$(ratio "$w" "$fl")" '<=' 1.5)"
+	rp=$(ratio "$wp" "$fp")
+	row "wake-up latency, p99" "$(us "$wp")" "$(us "$fp")" "-" "${rp}x" "<= 3x flock's p99" "$(verdict "$rp" '<=' 3)"
+}
+
+fig_blocked() {
+	note "blocked: ${BLK_N} trials of a waiter blocked $((BLK_HOLD_MS - 100)) ms"
+	wake_measure "$OUT/blocked.tsv" "$BLK_HOLD_MS" "$BLK_N" -c
+	local f=$OUT/blocked.tsv w fl win
+	# columns 12: wake-ups in the blocked window, worst trial; 9: CPU.
+	w=$(get "$f" wslock 12) fl=$(get "$f" flock 12) win=$(get "$f" wslock 10)
+	row "blocked waiter: wake-ups in ${win} ms (worst trial)" "$w (CPU $(us "$(get "$f" wslock 9)"))" \
+		"$fl (CPU $(us "$(get "$f" flock 9)"))" "0" "$w" "0" "$(verdict "$w" '<=' 0)"
+}
+
+fig_depth() {
+	local f=$OUT/depth.tsv p k base_depth real d1 dn dc f1 fn
+	base_depth=$(printf '%s' "$WS_BASE" | tr -cd / | wc -c)
 	p=$WS_BASE
 	k=$base_depth
-	while [ "$k" -lt "$d" ]; do p=$p/d; k=$((k + 1)); done
+	while [ "$k" -lt "$DEEP" ]; do p=$p/d; k=$((k + 1)); done
 	mkdir -p "$p"
 	real=$(printf '%s' "$p" | tr -cd / | wc -c)
-	[ "$real" -eq "$d" ] || note "  depth $d not reachable here: using $real"
-	DARGS+=(wslock-d$d "$WSLOCK" -d "$REG/b5" run -q "$p" -- true ::: flock-d$d flock "$p/.flock" true :::)
-done
-unset 'DARGS[${#DARGS[@]}-1]'
-"$B" alt "$N5" 3 -- "${DARGS[@]}" >"$OUT/5-depth.tsv"
-# Least-squares slope of median vs depth, for both.
-slope() { # slope PREFIX
-	for d in $DEPTHS; do printf '%s\t%s\n' "$d" "$(get "$OUT/5-depth.tsv" "$1$d" 3)"; done |
-		awk -F'\t' '{ n++; sx += $1; sy += $2; sxx += $1 * $1; sxy += $1 * $2 }
-			END { printf "%.1f", (n * sxy - sx * sy) / (n * sxx - sx * sx) }'
+	note "depth: ${N_DEPTH} alternating runs at depth $base_depth and $real, warm and cold"
+	# Cold: reclaim --yes after each run collects whatever markers the run
+	# left (DESIGN §5: nest/ kept while useful, collected by reclaim).
+	"$B" alt "$N_DEPTH" 3 -- \
+		wslock-d1 "$WSLOCK" -d "$REG/reg-d" run -q "$WS_BASE" -- true ::: \
+		wslock-deep "$WSLOCK" -d "$REG/reg-d" run -q "$p" -- true ::: \
+		wslock-deep-cold "$WSLOCK" -d "$REG/reg-dc" run -q "$p" -- true %%% \
+		"$WSLOCK" -d "$REG/reg-dc" reclaim -q --yes ::: \
+		flock-d1 flock "$WS_BASE/.flock" true ::: \
+		flock-deep flock "$p/.flock" true >"$f"
+	d1=$(get "$f" wslock-d1 3) dn=$(get "$f" wslock-deep 3) dc=$(get "$f" wslock-deep-cold 3)
+	f1=$(get "$f" flock-d1 3) fn=$(get "$f" flock-deep 3)
+	row "depth $real / depth $base_depth, markers warm" "$(ms "$dn") / $(ms "$d1")" "$(ms "$fn") / $(ms "$f1")" "-" \
+		"$(ratio "$dn" "$d1")x (flock $(ratio "$fn" "$f1")x)" "<= 1.3x" "$(verdict "$(ratio "$dn" "$d1")" '<=' 1.3)"
+	row "depth $real, cold ancestors / depth $base_depth" "$(ms "$dc") / $(ms "$d1")" "-" "-" \
+		"$(ratio "$dc" "$d1")x" "(report)" "-"
 }
-SW=$(slope wslock-d)
-SF=$(slope flock-d)
-d1=$(get "$OUT/5-depth.tsv" wslock-d1 3)
-d64=$(get "$OUT/5-depth.tsv" wslock-d64 3)
-f1=$(get "$OUT/5-depth.tsv" flock-d1 3)
-f64=$(get "$OUT/5-depth.tsv" flock-d64 3)
-row 5 "run -- true, depth 64 / depth 1" "$(ms "$d64") / $(ms "$d1")" "$(ms "$f64") / $(ms "$f1")" "ratio $(ratio "$d64" "$d1"); ${SW} us/level (flock ${SF})" "linear, small constant" "$(verdict "$SW" '<=' 50)"
 
-# --- 6. memory -----------------------------------------------------------
-w=$(get "$OUT/1-uncontended.tsv" wslock 8)
-f=$(get "$OUT/1-uncontended.tsv" flock 8)
-R6=$(ratio "$w" "$f")
-row 6 "peak RSS, run -- true (median)" "$w KiB" "$f KiB" "ratio $R6" "<= 2" "$(verdict "$R6" '<=' 2)"
-w=$(get "$OUT/4-inspect.tsv" inspect-10k 8)
-f=$(get "$OUT/4-inspect.tsv" proclocks-10k 8)
-row 6 "peak RSS, inspect --all (${SCALE_10K})" "$w KiB" "$f KiB (cat /proc/locks)" "ratio $(ratio "$w" "$f")" "(report)" "-"
-
-# --- 7. syscall profile --------------------------------------------------
-note "7/7 syscall profile"
-WS7=$WS_BASE/p1
-mkdir -p "$WS7"
-R7=$REG/b7
-"$WSLOCK" -d "$R7" run -q "$WS7" -- true
 SYNCS='trace=fsync,fdatasync,syncfs,sync_file_range,sync'
 count_syncs() { grep -cE '^[0-9 ]*(fsync|fdatasync|syncfs|sync_file_range|sync)\(' "$1" || true; }
-if have strace; then
-	strace -c -o "$OUT/7-strace-run.txt" "$WSLOCK" -d "$R7" run -q "$WS7" -- true
-	strace -c -o "$OUT/7-strace-flock.txt" flock "$WS_BASE/f/p1.lock" true
-	strace -f -y -e "$SYNCS" -o "$OUT/7-sync-run.txt" "$WSLOCK" -d "$R7" run -q "$WS7" -- true
-	strace -f -y -e "$SYNCS" -o "$OUT/7-sync-acquire.txt" "$WSLOCK" -d "$R7" acquire -q --pid "$HOLDER" "$WS7" >"$OUT/7-owner.json"
-	strace -f -y -e "$SYNCS" -o "$OUT/7-sync-inspect.txt" "$WSLOCK" -d "$R7" inspect "$WS7" >/dev/null
-	strace -f -y -e "$SYNCS" -o "$OUT/7-sync-inspect-all.txt" "$WSLOCK" -d "$R7" inspect --all >/dev/null
-	if have jq; then
-		token=$(jq -r .token "$OUT/7-owner.json")
-	else
-		token=$(grep -o '"token":"[0-9a-f]*"' "$OUT/7-owner.json" | cut -d'"' -f4)
-	fi
-	strace -f -y -e "$SYNCS" -o "$OUT/7-sync-release.txt" "$WSLOCK" -d "$R7" release -q --token "$token" "$WS7" >/dev/null
-	nrun=$(count_syncs "$OUT/7-sync-run.txt")
-	nacq=$(count_syncs "$OUT/7-sync-acquire.txt")
-	nrel=$(count_syncs "$OUT/7-sync-release.txt")
-	nins=$(count_syncs "$OUT/7-sync-inspect.txt")
-	nall=$(count_syncs "$OUT/7-sync-inspect-all.txt")
-	nfl=$(awk '$NF ~ /^(fsync|fdatasync|syncfs)$/ { s += $4 } END { print s + 0 }' "$OUT/7-strace-flock.txt")
-	calls=$(awk '$NF == "total" { print $4 }' "$OUT/7-strace-run.txt")
-	fcalls=$(awk '$NF == "total" { print $4 }' "$OUT/7-strace-flock.txt")
-	row 7 "syscalls of one run (strace -c, no -f)" "$calls" "$fcalls" "syncs: run $nrun, acquire $nacq" "listed below" "-"
-	bad=$((nrel + nins + nall))
-	row 7 "fsyncs in release / inspect / inspect --all" "$nrel / $nins / $nall" "$nfl" "$bad" "0" "$(verdict "$bad" '<=' 0)"
-else
-	row 7 "syscall profile" "-" "-" "strace missing" "-" "n/a"
-fi
+calls_of() { awk '$NF == "total" { print $4 }' "$1"; }
+geteuid_of() { awk '$NF == "geteuid" { n = $4 } END { print n + 0 }' "$1"; }
 
-# --- profiles (full run): what bounds the figures -------------------------
-if [ "$MODE" = full ]; then
-	note "profiles: strace -w -c, perf stat, inotify close, callgrind"
-	P=$OUT/profile
-	mkdir -p "$P"
+fig_syscalls() {
+	local ws=$WS_BASE/p1 r=$REG/reg-s w fl l nrel nins nall tok
+	if ! have strace; then
+		row "syscalls per uncontended run" "-" "-" "-" "strace missing" "(report)" "n/a"
+		return 0
+	fi
+	mkdir -p "$ws" "$REG/limit-s"
+	"$WSLOCK" -d "$r" run -q "$ws" -- true
+	# -f: the command's own calls (true) are counted for all three alike.
+	strace -f -c -o "$OUT/strace-run.txt" "$WSLOCK" -d "$r" run -q "$ws" -- true
+	strace -f -c -o "$OUT/strace-flock.txt" flock "$WS_BASE/f/p1.lock" true
+	strace -f -c -o "$OUT/strace-limit.txt" "$LIMIT" "$REG/limit-s" true
+	w=$(calls_of "$OUT/strace-run.txt") fl=$(calls_of "$OUT/strace-flock.txt") l=$(calls_of "$OUT/strace-limit.txt")
+	row "syscalls per uncontended run (strace -f -c)" "$w ($(geteuid_of "$OUT/strace-run.txt") geteuid)" "$fl" "$l" \
+		"$(ratio "$w" "$fl")x" "close to flock's + the durable steps" "-"
+	strace -f -y -e "$SYNCS" -o "$OUT/sync-run.txt" "$WSLOCK" -d "$r" run -q "$ws" -- true
+	strace -f -y -e "$SYNCS" -o "$OUT/sync-acquire.txt" "$WSLOCK" -d "$r" acquire -q --pid "$HOLDER" "$ws" >"$OUT/owner.json"
+	strace -f -y -e "$SYNCS" -o "$OUT/sync-inspect.txt" "$WSLOCK" -d "$r" inspect "$ws" >/dev/null
+	strace -f -y -e "$SYNCS" -o "$OUT/sync-inspect-all.txt" "$WSLOCK" -d "$r" inspect --all >/dev/null
+	tok=$(grep -o '"token":"[0-9a-f]*"' "$OUT/owner.json" | cut -d'"' -f4)
+	strace -f -y -e "$SYNCS" -o "$OUT/sync-release.txt" "$WSLOCK" -d "$r" release -q --token "$tok" "$ws" >/dev/null
+	nrel=$(count_syncs "$OUT/sync-release.txt") nins=$(count_syncs "$OUT/sync-inspect.txt")
+	nall=$(count_syncs "$OUT/sync-inspect-all.txt")
+	row "fsyncs: run / acquire; release / inspect / inspect --all" \
+		"$(count_syncs "$OUT/sync-run.txt") / $(count_syncs "$OUT/sync-acquire.txt"); $nrel / $nins / $nall" \
+		"0" "2 (document, directory)" "$((nrel + nins + nall)) in release and readers" "0 in release and readers" \
+		"$(verdict "$((nrel + nins + nall))" '<=' 0)"
+}
+
+fig_rss() {
+	measure_uncontended
+	local f=$OUT/uncontended-disk.tsv w fl l
+	w=$(get "$f" wslock 8) fl=$(get "$f" flock 8) l=$(get "$f" limit 8)
+	row "peak RSS, run -- true (median)" "$w KiB" "$fl KiB" "$l KiB" "$(ratio "$w" "$fl")x" "<= 1.4x" \
+		"$(verdict "$(ratio "$w" "$fl")" '<=' 1.4)"
+}
+
+fig_scale() {
+	local f=$OUT/scale.tsv ws=$WS_BASE/t/ws w0 wn
+	mkdir -p "$ws"
+	note "scale: filling a registry with $SCALE locks"
+	fill "$REG/reg-big" "$SCALE"
+	"$WSLOCK" -d "$REG/reg-none" run -q "$ws" -- true
+	note "scale: ${N_SCALE} alternating runs against $SCALE held locks and none"
+	"$B" alt "$N_SCALE" 3 -- \
+		wslock-0 "$WSLOCK" -d "$REG/reg-none" run -q "$ws" -- true ::: \
+		wslock-held "$WSLOCK" -d "$REG/reg-big" run -q "$ws" -- true ::: \
+		flock flock "$WS_BASE/f/s.lock" true >"$f"
+	w0=$(get "$f" wslock-0 3) wn=$(get "$f" wslock-held 3)
+	row "run -- true with $SCALE locks held / none" "$(ms "$wn") / $(ms "$w0")" "$(ms "$(get "$f" flock 3)")" "-" \
+		"$(ratio "$wn" "$w0")x" "<= 1.05x" "$(verdict "$(ratio "$wn" "$w0")" '<=' 1.05)"
+}
+
+fig_inspect_all() {
+	local f=$OUT/inspect-all.tsv fifo i0 im ib rm rb per
+	note "inspect-all: registries of $SCALE_MID and $SCALE locks"
+	fill "$REG/reg-big" "$SCALE"
+	fill "$REG/reg-mid" "$SCALE_MID"
+	"$WSLOCK" -d "$REG/reg-empty" inspect --all >/dev/null
+	# flock's side: the kernel's own list of as many flock(2) locks.
+	mkdir -p "$WS_BASE/fl"
+	fifo=$WS_BASE/ready
+	mkfifo "$fifo"
+	"$B" holdflocks "$SCALE" "$WS_BASE/fl" >"$fifo" &
+	PIDS+=("$!")
+	read -r _ <"$fifo"
+	"$B" alt "$N_INSPECT" 1 -- \
+		inspect-0 "$WSLOCK" -d "$REG/reg-empty" inspect --all ::: \
+		inspect-mid "$WSLOCK" -d "$REG/reg-mid" inspect --all ::: \
+		inspect-big "$WSLOCK" -d "$REG/reg-big" inspect --all ::: \
+		proclocks cat /proc/locks >"$f"
+	i0=$(get "$f" inspect-0 3) im=$(get "$f" inspect-mid 3) ib=$(get "$f" inspect-big 3)
+	rm=$(get "$f" inspect-mid 8) rb=$(get "$f" inspect-big 8)
+	per=$(awk -v a="$ib" -v z="$i0" -v n="$SCALE" 'BEGIN { printf "%.1f", (a - z) / n }')
+	row "inspect --all at $SCALE locks: time per lock" "$(ms "$ib") ($per us/lock)" \
+		"$(ms "$(get "$f" proclocks 3)") (cat /proc/locks)" "-" "$per us/lock" "<= 30 us/lock" "$(verdict "$per" '<=' 30)"
+	row "inspect --all: peak RSS at $SCALE / at $SCALE_MID locks" "$rb / $rm KiB" \
+		"$(get "$f" proclocks 8) KiB (cat /proc/locks)" "-" "$(ratio "$rb" "$rm")x" "flat (~1x)" \
+		"$(verdict "$(ratio "$rb" "$rm")" '<=' 1.1)"
+}
+
+fig_profiles() {
+	[ "$MODE" = full ] || return 0
+	local P=$OUT/profile ws=$WS_BASE/p1 r=$REG/reg-s
+	note "profiles: strace -w -c, perf stat, callgrind"
+	mkdir -p "$P" "$ws"
+	"$WSLOCK" -d "$r" run -q "$ws" -- true
 	if have strace; then
-		strace -w -c -o "$P/strace-wall-run.txt" "$WSLOCK" -d "$R7" run -q "$WS7" -- true
+		strace -w -c -o "$P/strace-wall-run.txt" "$WSLOCK" -d "$r" run -q "$ws" -- true
 		for i in $(seq 20); do
-			strace -y -T -e trace=fsync,close -o "$P/strace-T.$i" "$WSLOCK" -d "$R7" run -q "$WS7" -- true
+			strace -y -T -e trace=fsync -o "$P/strace-T.$i" "$WSLOCK" -d "$r" run -q "$ws" -- true
 		done
 		cat "$P"/strace-T.* | grep -E '^fsync\(' | grep -oE '<[0-9.]+>$' | tr -d '<>' |
-			awk '{ n++; s += $NF } END { printf "fsync calls: %d in 20 runs, mean %.0f us each, %.2f ms per run\n", n, s / n * 1e6, s / 20 * 1e3 }' \
+			awk '{ n++; s += $NF } END { if (n) printf "fsync calls: %d in 20 runs, mean %.0f us each, %.2f ms per run\n", n, s / n * 1e6, s / 20 * 1e3 }' \
 				>"$P/fsync-cost.txt"
-		# Since the fix, an uncontended run opens no inotify descriptor at
-		# all (it is created only on a conflict): say so rather than fail.
-		{ cat "$P"/strace-T.* | grep -F 'anon_inode:inotify' || true; } | grep -oE '<[0-9.]+>$' | tr -d '<>' |
-			sort -n | awk '{ v[NR] = $1 } { if ($1 >= 0.005) c++ }
-				END { if (NR == 0) { print "close(inotify fd) in 20 runs: none (no watch is created without a conflict)"; exit }
-				      printf "close(inotify fd) in 20 runs: min %.0f us, median %.0f us, max %.0f us, >= 5 ms in %d of %d\n", v[1] * 1e6, v[int((NR + 1) / 2)] * 1e6, v[NR] * 1e6, c, NR }' \
-				>"$P/inotify-close-in-run.txt" || true
 		rm -f "$P"/strace-T.*
 	fi
-	"$B" inotifyclose 200 "$R7/locks" >"$P/inotify-close.tsv"
 	if have perf; then
 		perf stat -r 50 -e task-clock,context-switches,page-faults \
-			"$WSLOCK" -d "$R7" run -q "$WS7" -- true 2>"$P/perf-stat-run.txt" >/dev/null || true
+			"$WSLOCK" -d "$r" run -q "$ws" -- true 2>"$P/perf-stat-run.txt" >/dev/null || true
 		perf stat -r 50 -e task-clock,context-switches,page-faults \
 			flock "$WS_BASE/f/p1.lock" true 2>"$P/perf-stat-flock.txt" >/dev/null || true
-		perf stat -r 50 -e task-clock,context-switches,page-faults \
-			"$WSLOCK" --version 2>"$P/perf-stat-version.txt" >/dev/null || true
 	fi
 	if have valgrind && have callgrind_annotate; then
 		valgrind --tool=callgrind --callgrind-out-file="$P/callgrind.out" \
-			"$WSLOCK" -d "$R7" run -q "$WS7" -- true >/dev/null 2>&1 || true
+			"$WSLOCK" -d "$r" run -q "$ws" -- true >/dev/null 2>&1 || true
 		callgrind_annotate --inclusive=no "$P/callgrind.out" 2>/dev/null |
 			grep -E '^ *[0-9,]+ \(' | head -12 >"$P/callgrind-top.txt" || true
 	fi
-fi
+}
+
+for fig in "${FIGS[@]}"; do
+	"fig_${fig//-/_}"
+done
 
 # --- the table -----------------------------------------------------------
 table() {
-	printf '| # | figure | wslock | flock(1) | result | target | verdict |\n'
+	printf '| figure | wslock | flock(1) | limit | result | target | verdict |\n'
 	printf '|---|---|---|---|---|---|---|\n'
 	awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7 }' "$SUMMARY"
 }
@@ -388,12 +492,13 @@ echo "wslock benchmarks ($MODE run; raw figures in ${OUT#"$ROOT"/})"
 echo
 table
 
-[ "$MODE" = full ] || exit 0
+[ "$WRITE_RESULTS" = 1 ] || exit 0
 
 # --- RESULTS.md ----------------------------------------------------------
 tsv_table() { # tsv_table FILE HEADER...
 	local f=$1
 	shift
+	[ -s "$f" ] || { echo "(not measured)"; return 0; }
 	printf '| %s ' "$@"
 	printf '|\n|'
 	for _ in "$@"; do printf -- '---|'; done
@@ -401,15 +506,20 @@ tsv_table() { # tsv_table FILE HEADER...
 	awk -F'\t' '{ s = "|"; for (i = 1; i <= NF; i++) s = s " " $i " |"; print s }' "$f"
 }
 ALT_H=(label runs median_us p10_us p90_us p99_us mean_us maxrss_median_KiB maxrss_max_KiB cpu_median_us)
-fstype=$(findmnt -no FSTYPE -T "$REG" 2>/dev/null || stat -f -c %T "$REG" 2>/dev/null || echo "?")
-mnt=$(findmnt -no SOURCE,FSTYPE,OPTIONS -T "$REG" 2>/dev/null || echo "?")
+CON_H=(label rounds wall_median_ms wall_min_ms wall_max_ms wait_mean_us wait_p50_us wait_p99_us
+	wait_max_us max_worker_wait/mean max_single_wait/mean)
+WAKE_H=(label trials median_us p10_us p90_us p99_us max_us cpu_blocked_median_us cpu_blocked_max_us
+	window_ms wakeups_median wakeups_max)
+fsinfo() { echo "$(findmnt -no FSTYPE -T "$1" 2>/dev/null || stat -f -c %T "$1") ($(findmnt -no SOURCE,OPTIONS -T "$1" 2>/dev/null || echo '?'))"; }
 {
 	echo "# wslock benchmark results"
 	echo
 	echo "Generated by \`make bench\` (bench/run.sh); every figure below comes from"
-	echo "that one run. Ratios are ratios of medians over alternating runs: the"
-	echo "helper (bench/wslbench.c) runs wslock's and flock(1)'s commands in turn,"
-	echo "rotating the order every iteration."
+	echo "that one run. wslock, flock(1) and the limit (bench/wsllimit: fork+exec,"
+	echo "one owner write, fsync, rename, directory fsync, static C) run in"
+	echo "turn, rotating the order every iteration (bench/wslbench.c); ratios are"
+	echo "ratios of medians. \`make bench BENCH=FIGURE\` (or \`bench/run.sh FIGURE\`)"
+	echo "measures one figure."
 	echo
 	echo "## Machine"
 	echo
@@ -417,135 +527,108 @@ mnt=$(findmnt -no SOURCE,FSTYPE,OPTIONS -T "$REG" 2>/dev/null || echo "?")
 	echo "- nproc: $(nproc); CPU: $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)"
 	echo "- kernel: $(uname -srm)"
 	echo "- memory: $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
-	echo "- registry filesystem: $fstype ($mnt)"
-	echo "- load average (1, 5, 15 min) at start: $LOAD_START; at end: $(cut -d' ' -f1-3 /proc/loadavg) (the machine is shared: other sessions' builds and tests ran meanwhile; alternating runs expose both tools to the same load)"
+	echo "- registry filesystem: $(fsinfo "$REG"); tmpfs figures: ${TMPFS:+$(fsinfo "$TMPFS")}"
+	echo "- load average (1, 5, 15 min) at start: $LOAD_START; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "- wslock: $WSLOCK_SRC, copied before the run: $("$WSLOCK" --version 2>/dev/null | head -1) (git $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet -- src 2>/dev/null || echo ', src/ modified'))"
-	echo "- flock: $(flock --version 2>&1 | head -1); hyperfine: $(hyperfine --version 2>/dev/null || echo missing); strace: $(strace -V 2>/dev/null | head -1)"
-	echo "- workspaces under $(dirname "$WS_BASE"), registries under $(dirname "$REG") (fresh per benchmark); durability on (wslock always fsyncs on acquire)"
+	echo "- flock: $(flock --version 2>&1 | head -1); lockfile-progs: $(dpkg-query -W -f='${Version}' lockfile-progs 2>/dev/null || echo '?'); strace: $(strace -V 2>/dev/null | head -1)"
 	echo
 	echo "## Summary"
 	echo
 	table
 	echo
-	echo "## 1. Uncontended: \`wslock run WS -- true\` vs \`flock FILE true\`"
+	echo "## Uncontended: \`run WS -- true\`, \`flock FILE true\`, \`wsllimit DIR true\`"
 	echo
-	tsv_table "$OUT/1-uncontended.tsv" "${ALT_H[@]}"
-	if [ -f "$OUT/1-hyperfine.md" ]; then
+	tsv_table "$OUT/uncontended-disk.tsv" "${ALT_H[@]}"
+	echo
+	echo "On tmpfs:"
+	echo
+	tsv_table "$OUT/uncontended-tmpfs.tsv" "${ALT_H[@]}"
+	if [ -f "$OUT/uncontended-hyperfine.md" ]; then
 		echo
-		echo "Cross-check with hyperfine (not alternating: all runs of one command, then the other):"
+		echo "Cross-check with hyperfine (not alternating):"
 		echo
-		cat "$OUT/1-hyperfine.md"
+		cat "$OUT/uncontended-hyperfine.md"
 	fi
 	echo
-	echo "## 2. Contended handoff: ${C_WORKERS} workers x ${C_ITERS} iterations, ${C_ROUNDS} rounds each"
+	echo "## acquire + release (two processes) vs lockfile-create + lockfile-remove"
 	echo
-	echo "Wait = from the worker's fork of the command to its child's first instruction"
-	echo "(the child is \`wslbench stamp\` instead of \`true\`, for both). Per-worker wait"
-	echo "= sum of one worker's waits; the ratios are those of the worst round."
+	tsv_table "$OUT/acquire-release.tsv" "${ALT_H[@]}"
 	echo
-	tsv_table "$OUT/2-contended.tsv" label rounds wall_median_ms wall_min_ms wall_max_ms wait_mean_us wait_p50_us wait_p99_us wait_max_us max_worker_wait/mean max_single_wait/mean
+	echo "## Contended: ${C_WORKERS} workers x ${C_ITERS} iterations, ${C_ROUNDS} rounds (fairness from the same runs)"
 	echo
-	echo "## 3. Wake-up latency (holder's child exits at a recorded instant -> waiter's child starts)"
+	echo "Wait = from a worker's fork of the command to its child's first instruction"
+	echo "(\`wslbench stamp\`). The ratios are those of the worst round."
 	echo
-	tsv_table "$OUT/3-wake.tsv" label trials median_us p10_us p90_us p99_us max_us - - delay_ms
+	tsv_table "$OUT/contended-disk.tsv" "${CON_H[@]}"
 	echo
-	echo "CPU time of the blocked waiter process (/proc/PID/schedstat), measured from 100 ms after it"
-	echo "started until the release, i.e. while it was blocked:"
+	echo "On tmpfs:"
 	echo
-	tsv_table "$OUT/3-cpu.tsv" label trials latency_median_us p10_us p90_us p99_us max_us cpu_blocked_median_us cpu_blocked_max_us blocked_ms
+	tsv_table "$OUT/contended-tmpfs.tsv" "${CON_H[@]}"
 	echo
-	echo "## 4. Registry scale"
+	echo "## Wake-up latency (the holder's child exits at a recorded instant -> the waiter's child starts)"
 	echo
-	echo "\`run -q WS -- true\` (one acquire + release) on the same workspace against registries holding"
-	echo "0, ${SCALE_1K} and ${SCALE_10K} locks on unrelated workspaces (\`$S/u/dNNNNN\`, held with"
-	echo "\`acquire --pid\` of a sleeping process) and ${SCALE_SIB} locks under the sibling directory \`$S/t/sib\`"
-	echo "of the workspace \`$S/t/ws\`; flock beside it."
+	tsv_table "$OUT/wakeup.tsv" "${WAKE_H[@]}"
 	echo
-	tsv_table "$OUT/4-scale.tsv" "${ALT_H[@]}"
+	echo "## A blocked waiter: wake-ups (voluntary context switches) and CPU from 100 ms after it started until the release"
 	echo
-	echo "\`inspect --all\` against \`cat /proc/locks\` (and, at ${SCALE_1K}, \`lslocks\`, which is quadratic) listing"
-	echo "the same number of kernel flock(2) locks (held by \`wslbench holdflocks\`), alternating, per size:"
+	tsv_table "$OUT/blocked.tsv" "${WAKE_H[@]}"
 	echo
-	tsv_table "$OUT/4-inspect.tsv" "${ALT_H[@]}"
+	echo "## Depth (cold: \`reclaim --yes\` after every run)"
 	echo
-	echo "Filling (setup, not measured side by side${FILL_WRAP[*]:+, under ${FILL_WRAP[*]}}): $(paste -sd';' "$OUT/4-fill.txt" | sed 's/;/; /g')."
+	tsv_table "$OUT/depth.tsv" "${ALT_H[@]}"
 	echo
-	echo "Growth: $PERLOCK us per additional lock; (t10k - t0) / (t1k - t0) = $GROW (linear = 10)."
+	echo "## Registry scale: $SCALE held locks on unrelated workspaces / none"
 	echo
-	echo "## 5. Depth: \`run -- true\` at workspace depths $DEPTHS (path components)"
+	tsv_table "$OUT/scale.tsv" "${ALT_H[@]}"
 	echo
-	tsv_table "$OUT/5-depth.tsv" "${ALT_H[@]}"
+	echo "## inspect --all at 0, $SCALE_MID and $SCALE locks; \`cat /proc/locks\` over $SCALE flock(2) locks"
 	echo
-	echo "Least-squares slope of the median: wslock ${SW} us per level, flock ${SF} us per level."
+	tsv_table "$OUT/inspect-all.tsv" "${ALT_H[@]}"
 	echo
-	echo "## 6. Memory (peak RSS from wait4, the command and its waited-for child)"
+	[ -f "$OUT/fill.txt" ] && echo "Filling (setup, not measured): $(paste -sd';' "$OUT/fill.txt" | sed 's/;/; /g')."
 	echo
-	echo "See the maxrss columns above: run -- true in section 1, inspect --all in section 4."
-	echo
-	echo "## 7. Syscall profile of one uncontended \`wslock run WS -- true\` (strace -c, wslock process only)"
-	echo
-	if [ -f "$OUT/7-strace-run.txt" ]; then
-		echo '```'
-		cat "$OUT/7-strace-run.txt"
-		echo '```'
+	echo "## Syscalls of one uncontended run (strace -f -c)"
+	for t in run flock limit; do
+		[ -f "$OUT/strace-$t.txt" ] || continue
 		echo
-		echo "flock(1), same way:"
+		echo "$t:"
 		echo
 		echo '```'
-		cat "$OUT/7-strace-flock.txt"
+		head -24 "$OUT/strace-$t.txt"
 		echo '```'
-		echo
-		echo "Every fsync-family call, by command (strace -f -y):"
-		echo
-		for c in run acquire release inspect inspect-all; do
-			echo "- \`$c\`: $(count_syncs "$OUT/7-sync-$c.txt")"
-		done
-		echo
-		echo '```'
-		grep -E '(fsync|fdatasync|syncfs|sync_file_range)\(' "$OUT/7-sync-run.txt" |
-			sed -E "s#$REG#REG#g; s/^[0-9]+ +//; s/[0-9a-f]{64}/KEY/g; s/acq\.[0-9]+\.[0-9a-f]+/acq.PID.RAND/"
-		echo '```'
-	else
-		echo "strace was missing: not measured."
-	fi
+	done
 	echo
 	echo "## Profiles (this run)"
 	echo
 	P=$OUT/profile
-	for f in fsync-cost.txt inotify-close-in-run.txt; do
-		[ -f "$P/$f" ] && { echo "- $(cat "$P/$f")"; }
-	done
-	if [ -f "$P/inotify-close.tsv" ]; then
-		echo "- inotify_init1 + add_watch(locks/) + close, 200 times in a loop (wslbench inotifyclose):"
-		echo "  close() median $(cut -f3 "$P/inotify-close.tsv") us, p10 $(cut -f4 "$P/inotify-close.tsv") us, p90 $(cut -f5 "$P/inotify-close.tsv") us"
-	fi
-	echo
+	[ -f "$P/fsync-cost.txt" ] && echo "- $(cat "$P/fsync-cost.txt")"
 	if [ -f "$P/strace-wall-run.txt" ]; then
+		echo
 		echo "Wall time per syscall (strace -w -c) of one run:"
 		echo
 		echo '```'
 		head -14 "$P/strace-wall-run.txt"
 		echo '```'
-		echo
 	fi
-	for f in run flock version; do
-		if [ -s "$P/perf-stat-$f.txt" ]; then
-			echo "perf stat -r 50 ($f):"
+	for t in run flock; do
+		if [ -s "$P/perf-stat-$t.txt" ]; then
+			echo
+			echo "perf stat -r 50 ($t):"
 			echo
 			echo '```'
-			grep -E 'task-clock|context-switches|page-faults|elapsed|Performance' "$P/perf-stat-$f.txt" | sed 's/^ *//'
+			grep -E 'task-clock|context-switches|page-faults|elapsed|Performance' "$P/perf-stat-$t.txt" | sed 's/^ *//'
 			echo '```'
-			echo
 		fi
 	done
 	if [ -s "$P/callgrind-top.txt" ]; then
+		echo
 		echo "callgrind, wslock process only, top functions by instructions (Ir):"
 		echo
 		echo '```'
 		cat "$P/callgrind-top.txt"
 		echo '```'
-		echo
 	fi
+	echo
 	cat "$ROOT/bench/analysis.md"
 } >"$RESULTS"
 echo

@@ -4,11 +4,15 @@
  * side, alternating (the order rotates each iteration), and prints one
  * tab-separated summary line per label on stdout:
  *
- *   wslbench alt N WARMUP -- LABEL CMD... [::: LABEL CMD...]...
+ *   wslbench alt N WARMUP -- LABEL CMD... [+++ CMD2...] [%%% CMD3...] [::: ...]
  *       fork+exec+wait each command N times (after WARMUP unrecorded runs).
- *       Prints: label n med_us p10_us p90_us p99_us mean_us maxrss_med_kb
- *       maxrss_max_kb cpu_med_us (cpu = user+sys of the command and its
- *       waited-for children, from wait4).
+ *       With +++, CMD2 runs right after CMD1 and the two count as one
+ *       (acquire + release): an argument @TOKEN@ of CMD2 becomes the
+ *       "token" of the owner document CMD1 printed. With %%%, CMD3 runs
+ *       after each measured run, untimed (a clean-up that makes every run
+ *       start cold). Prints: label n med_us p10_us p90_us p99_us mean_us
+ *       maxrss_med_kb maxrss_max_kb cpu_med_us (cpu = user+sys of the
+ *       command and its waited-for children, from wait4).
  *
  *   wslbench contend ROUNDS WORKERS ITERS -- LABEL CMD... [::: ...]
  *       per round and label, WORKERS processes start together and each runs
@@ -26,9 +30,12 @@
  *       exit instant to fd 9 and exits. Latency = waiter child's start -
  *       holder child's exit instant. With -c, the waiter's CPU time between
  *       100 ms after its start and the release is also measured
- *       (/proc/PID/schedstat, ns). Prints: label n med_us p10_us p90_us
- *       p99_us max_us cpu_blocked_med_us cpu_blocked_max_us
- *       blocked_ms_med.
+ *       (/proc/PID/schedstat, ns), and so are its wake-ups in that window:
+ *       the growth of voluntary_ctxt_switches in /proc/PID/status (a
+ *       process blocked in the kernel until the release has none). Prints:
+ *       label n med_us p10_us p90_us p99_us max_us cpu_blocked_med_us
+ *       cpu_blocked_max_us blocked_ms wakeups_blocked_med
+ *       wakeups_blocked_max.
  *
  * Helper children:
  *   wslbench stamp          write CLOCK_MONOTONIC ns to fd 9, exit 0
@@ -82,7 +89,7 @@ static void die(const char *what)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: wslbench alt N WARMUP -- LABEL CMD... [::: LABEL CMD...]\n"
+		"usage: wslbench alt N WARMUP -- LABEL CMD... [+++ CMD2...] [%%%% CMD3...] [::: ...]\n"
 		"       wslbench contend ROUNDS WORKERS ITERS -- LABEL CMD... [::: ...]\n"
 		"       wslbench wake N DELAY_MS [-c] -- LABEL HOLDCMD... +++ WAITCMD... [::: ...]\n"
 		"       wslbench stamp | hold | holdflocks N DIR | inotifyclose N DIR\n");
@@ -184,11 +191,13 @@ struct group {
 	const char *label;
 	char **cmd;
 	char **cmd2;
+	char **cmd3;
 };
 
-/* Splits argv (after "--") into groups at ":::" and, with split2, each
- * group's command at "+++". Modifies argv (separators become NULL). */
-static int parse_groups(char **argv, int argc, struct group *g, int split2)
+/* Splits argv (after "--") into groups at ":::" and each group's command
+ * at "+++" (cmd2) and "%%%" (cmd3); with need2, every group must have a
+ * cmd2. Modifies argv (separators become NULL). */
+static int parse_groups(char **argv, int argc, struct group *g, int need2)
 {
 	int n = 0, i = 0;
 
@@ -198,16 +207,21 @@ static int parse_groups(char **argv, int argc, struct group *g, int split2)
 		g[n].label = argv[i++];
 		g[n].cmd = argv + i;
 		g[n].cmd2 = NULL;
+		g[n].cmd3 = NULL;
 		while (i < argc && strcmp(argv[i], ":::") != 0) {
-			if (split2 && strcmp(argv[i], "+++") == 0) {
+			if (strcmp(argv[i], "+++") == 0) {
 				argv[i] = NULL;
 				g[n].cmd2 = argv + i + 1;
+			} else if (strcmp(argv[i], "%%%") == 0) {
+				argv[i] = NULL;
+				g[n].cmd3 = argv + i + 1;
 			}
 			i++;
 		}
 		if (i < argc)
 			argv[i++] = NULL;
-		if (g[n].cmd[0] == NULL || (split2 && (g[n].cmd2 == NULL || g[n].cmd2[0] == NULL)))
+		if (g[n].cmd[0] == NULL || (g[n].cmd2 != NULL && g[n].cmd2[0] == NULL) ||
+		    (g[n].cmd3 != NULL && g[n].cmd3[0] == NULL) || (need2 && g[n].cmd2 == NULL))
 			usage();
 		n++;
 	}
@@ -232,18 +246,51 @@ static void exec_quiet(char **cmd)
 }
 
 /* Runs cmd, waits; fills wall ns, maxrss KiB, cpu ns; returns the exit
- * status (or 128+signal). */
-static int run_once(char **cmd, long long *wall, long *maxrss, long long *cpu)
+ * status (or 128+signal). With out != NULL, the command's stdout goes
+ * there (up to outsz - 1 bytes, NUL-terminated) instead of /dev/null. */
+static int run_once_out(char **cmd, long long *wall, long *maxrss, long long *cpu,
+			char *out, size_t outsz)
 {
 	struct rusage ru;
-	long long t0 = now_ns();
-	int status;
-	pid_t pid = fork();
+	long long t0;
+	int status, p[2] = { -1, -1 };
+	pid_t pid;
+	size_t got = 0;
 
+	if (out != NULL && mkpipe(p) != 0)
+		die("pipe");
+	t0 = now_ns();
+	pid = fork();
 	if (pid < 0)
 		die("fork");
-	if (pid == 0)
+	if (pid == 0) {
+		if (out != NULL) {
+			int fd = open("/dev/null", O_RDWR);
+
+			dup2(p[1], 1);
+			if (fd >= 0)
+				dup2(fd, 2);
+			execvp(cmd[0], cmd);
+			_exit(127);
+		}
 		exec_quiet(cmd);
+	}
+	if (out != NULL) {
+		ssize_t r;
+
+		close(p[1]);
+		while ((r = read(p[0], out + got, outsz - 1 - got)) != 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0)
+				break;
+			got += (size_t)r;
+			if (got == outsz - 1)
+				break;
+		}
+		out[got] = '\0';
+		close(p[0]);
+	}
 	while (wait4(pid, &status, 0, &ru) < 0)
 		if (errno != EINTR)
 			die("wait4");
@@ -254,11 +301,68 @@ static int run_once(char **cmd, long long *wall, long *maxrss, long long *cpu)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static void check_status(const struct group *g, int st)
+static int run_once(char **cmd, long long *wall, long *maxrss, long long *cpu)
 {
+	return run_once_out(cmd, wall, maxrss, cpu, NULL, 0);
+}
+
+/* The 32 hex digits after "token":" in an owner document; 0 when found. */
+static int find_token(const char *doc, char tok[33])
+{
+	const char *p = strstr(doc, "\"token\":\"");
+	size_t i;
+
+	if (p == NULL)
+		return -1;
+	p += 9;
+	for (i = 0; i < 32; i++) {
+		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+			return -1;
+		tok[i] = p[i];
+	}
+	tok[32] = '\0';
+	return 0;
+}
+
+/* One measured run of a group: cmd, then cmd2 (timed together, @TOKEN@
+ * substituted), then cmd3 untimed. */
+static void run_group(const struct group *g, long long *wall, long *maxrss, long long *cpu)
+{
+	static char out[65536];
+	char tok[33], *argv2[256];
+	long long w2, c2, w3, c3;
+	long r2, r3;
+	int st, i, need_tok = 0;
+
+	for (i = 0; g->cmd2 != NULL && g->cmd2[i] != NULL; i++)
+		if (strcmp(g->cmd2[i], "@TOKEN@") == 0)
+			need_tok = 1;
+	st = need_tok ? run_once_out(g->cmd, wall, maxrss, cpu, out, sizeof(out))
+		      : run_once(g->cmd, wall, maxrss, cpu);
 	if (st != 0) {
-		fprintf(stderr, "wslbench: %s: %s exited with status %d\n",
-			g->label, g->cmd[0], st);
+		fprintf(stderr, "wslbench: %s: %s exited with status %d\n", g->label, g->cmd[0], st);
+		exit(3);
+	}
+	if (g->cmd2 != NULL) {
+		if (need_tok && find_token(out, tok) != 0) {
+			fprintf(stderr, "wslbench: %s: no token in the output of %s\n", g->label, g->cmd[0]);
+			exit(3);
+		}
+		for (i = 0; g->cmd2[i] != NULL && i < 255; i++)
+			argv2[i] = strcmp(g->cmd2[i], "@TOKEN@") == 0 ? tok : g->cmd2[i];
+		argv2[i] = NULL;
+		st = run_once(argv2, &w2, &r2, &c2);
+		if (st != 0) {
+			fprintf(stderr, "wslbench: %s: %s exited with status %d\n", g->label, argv2[0], st);
+			exit(3);
+		}
+		*wall += w2;
+		*cpu += c2;
+		if (r2 > *maxrss)
+			*maxrss = r2;
+	}
+	if (g->cmd3 != NULL && (st = run_once(g->cmd3, &w3, &r3, &c3)) != 0) {
+		fprintf(stderr, "wslbench: %s: %s exited with status %d\n", g->label, g->cmd3[0], st);
 		exit(3);
 	}
 }
@@ -291,7 +395,7 @@ static int mode_alt(int argc, char **argv)
 			long long w, c;
 			long r;
 
-			check_status(&g[j], run_once(g[j].cmd, &w, &r, &c));
+			run_group(&g[j], &w, &r, &c);
 			if (i >= 0) {
 				wall[j][i] = w;
 				rss[j][i] = r;
@@ -493,6 +597,26 @@ static long long cpu_ns_of(pid_t pid)
 	return -1;
 }
 
+/* voluntary_ctxt_switches of a process, from /proc/PID/status: how often it
+ * went to sleep; each wake-up of a blocked process adds one (-1 if
+ * unreadable). */
+static long long vcsw_of(pid_t pid)
+{
+	char path[64], line[256];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "voluntary_ctxt_switches: %lld", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
 static void sleep_ns(long long ns)
 {
 	struct timespec ts = { (time_t)(ns / 1000000000LL), (long)(ns % 1000000000LL) };
@@ -501,12 +625,13 @@ static void sleep_ns(long long ns)
 		;
 }
 
-/* One wake trial; fills latency and blocked CPU (ns; -1 when not asked). */
+/* One wake trial; fills latency, blocked CPU (ns) and wake-ups while
+ * blocked (-1 when not asked). */
 static void wake_trial(const struct group *g, long delay_ms, int cpu,
-		       long long *lat, long long *cpu_blocked)
+		       long long *lat, long long *cpu_blocked, long long *wakeups)
 {
 	int ready[2], go[2], hout[2], wout[2], st1, st2;
-	long long trel, tstart, c0 = -1, c1 = -1, t_wait0;
+	long long trel, tstart, c0 = -1, c1 = -1, v0 = -1, v1 = -1, t_wait0;
 	pid_t hp, wp;
 	char b;
 
@@ -544,10 +669,13 @@ static void wake_trial(const struct group *g, long delay_ms, int cpu,
 	if (cpu) {
 		sleep_ns(100 * 1000000LL);
 		c0 = cpu_ns_of(wp);
+		v0 = vcsw_of(wp);
 	}
 	sleep_ns(t_wait0 + delay_ms * 1000000LL - now_ns());
-	if (cpu)
+	if (cpu) {
 		c1 = cpu_ns_of(wp);
+		v1 = vcsw_of(wp);
+	}
 	if (write(go[1], "g", 1) != 1)
 		die("write go");
 	close(go[1]);
@@ -572,6 +700,7 @@ static void wake_trial(const struct group *g, long delay_ms, int cpu,
 			g->label);
 	*lat = tstart - trel;
 	*cpu_blocked = (cpu && c0 >= 0 && c1 >= 0) ? c1 - c0 : -1;
+	*wakeups = (cpu && v0 >= 0 && v1 >= 0) ? v1 - v0 : -1;
 }
 
 static int mode_wake(int argc, char **argv)
@@ -579,7 +708,7 @@ static int mode_wake(int argc, char **argv)
 	struct group g[MAX_GROUPS];
 	long n, delay, i;
 	int ng, k, cpu = 0, a = 3;
-	long long *lat[MAX_GROUPS], *cb[MAX_GROUPS];
+	long long *lat[MAX_GROUPS], *cb[MAX_GROUPS], *wk[MAX_GROUPS];
 
 	if (argc < 5)
 		usage();
@@ -597,23 +726,26 @@ static int mode_wake(int argc, char **argv)
 	for (k = 0; k < ng; k++) {
 		lat[k] = calloc((size_t)n, sizeof(long long));
 		cb[k] = calloc((size_t)n, sizeof(long long));
-		if (!lat[k] || !cb[k])
+		wk[k] = calloc((size_t)n, sizeof(long long));
+		if (!lat[k] || !cb[k] || !wk[k])
 			die("calloc");
 	}
 	for (i = 0; i < n; i++)
 		for (k = 0; k < ng; k++) {
 			int j = (int)((k + i) % ng);
-			wake_trial(&g[j], delay, cpu, &lat[j][i], &cb[j][i]);
+			wake_trial(&g[j], delay, cpu, &lat[j][i], &cb[j][i], &wk[j][i]);
 		}
 	for (k = 0; k < ng; k++) {
-		printf("%s\t%ld\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%ld\n",
+		printf("%s\t%ld\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%ld\t%lld\t%lld\n",
 		       g[k].label, n,
 		       pct(lat[k], (size_t)n, 50) / 1e3, pct(lat[k], (size_t)n, 10) / 1e3,
 		       pct(lat[k], (size_t)n, 90) / 1e3, pct(lat[k], (size_t)n, 99) / 1e3,
 		       pct(lat[k], (size_t)n, 100) / 1e3,
 		       cpu ? pct(cb[k], (size_t)n, 50) / 1e3 : -1.0,
 		       cpu ? pct(cb[k], (size_t)n, 100) / 1e3 : -1.0,
-		       cpu ? delay - 100 : delay);
+		       cpu ? delay - 100 : delay,
+		       cpu ? pct(wk[k], (size_t)n, 50) : -1LL,
+		       cpu ? pct(wk[k], (size_t)n, 100) : -1LL);
 	}
 	return 0;
 }

@@ -12,6 +12,7 @@
  * the original signal mask back before exec.
  */
 #include "child.h"
+#include "output.h"
 #include "fsx.h"
 #include "platform.h"
 
@@ -277,7 +278,7 @@ int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
 		registry_release(reg, o->workspace_root, o->token, NULL, &rerr);
 		wsl_error_clear(&rerr);
 		fsx_close(live_fd);
-		status = cli_fail(c, &err);
+		status = output_error(c, &err);
 		wsl_error_clear(&err);
 		return status;
 	}
@@ -290,7 +291,7 @@ int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
 		free(doc);
 		fsx_close(live_fd);
 		if (rc != 0) {
-			cli_fail(c, &err);
+			output_error(c, &err);
 			wsl_error_clear(&err);
 			return status;
 		}
@@ -305,7 +306,7 @@ int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
 				      "the lock of %s was removed while this command held it; nothing released",
 				      o->workspace_root);
 		fsx_close(live_fd);
-		status = cli_fail(c, &err);
+		status = output_error(c, &err);
 		wsl_error_clear(&err);
 		return status;
 	}

@@ -1,7 +1,7 @@
 /* child.h - running a command under a held lock (run, recover, reclaim):
  * signals, keeping the lock alive, the child's descriptors and environment.
  * Like the rest of the command layer it may print; it reports through
- * cli_fail. */
+ * output_error. */
 #ifndef WSLOCK_CHILD_H
 #define WSLOCK_CHILD_H
 

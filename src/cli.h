@@ -1,6 +1,7 @@
 /* cli.h - what the subcommands share: option tables that drive both
- * getopt_long(3) and --help, JSON and error output, and the wait-and-acquire
- * loop. Only this layer prints or chooses exit statuses. */
+ * getopt_long(3) and --help, and the value parsers. Output is output.h,
+ * the wait-and-acquire loop hold.h, running a command child.h. Only the
+ * command layer prints or chooses exit statuses. */
 #ifndef WSLOCK_CLI_H
 #define WSLOCK_CLI_H
 
@@ -9,6 +10,7 @@
 #include <jansson.h>
 
 #include "error.h"
+#include "hold.h"
 #include "registry.h"
 
 #ifndef WSLOCK_VERSION		/* from the VERSION file, by the Makefile */
@@ -65,57 +67,12 @@ int cli_parse(struct cli *c, const struct cli_command *cmd, int argc,
 /* Prints the --help text of cmd on stdout. */
 void cli_help(const struct cli_command *cmd);
 
-/* Reports a usage error: one stderr line plus a hint to --help, the JSON
- * error on stdout when c->json_errors. Returns 64. */
-int cli_usage(struct cli *c, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-/* Reports err (one stderr line "wslock: message", and for commands other
- * than run a JSON error object on stdout) and returns its exit status. */
-int cli_fail(struct cli *c, struct wsl_error *err);
-
-/* Writes value as JSON (compact, or indented with --pretty) and a newline
- * on stdout, then flushes; takes the reference. Returns 0, or 74 when stdout
- * cannot be written (EPIPE, ENOSPC...), after saying so on stderr. */
-int cli_print_json(struct cli *c, json_t *value);
-
-/* The JSON shape of a lock in inspect and error details (a new
- * reference). */
-json_t *cli_entry_json(const struct lock_entry *e);
-
 /* Parses a number of seconds (fractional, 0 .. 1e9) into milliseconds;
  * -1 when it is not one. */
 long long cli_parse_seconds(const char *s);
 
 /* Parses a decimal integer in lo..hi; returns 0 or -1. */
 int cli_parse_long(const char *s, long lo, long hi, long *out);
-
-/* How acquire and run wait for a held workspace. */
-struct cli_wait {
-	bool nonblock;		/* -n: fail at once with WSLOCK_BUSY */
-	long long timeout_ms;	/* -w, or -1: wait forever */
-	int conflict_exit;	/* -E, or -1 */
-	int sigfd;		/* signalfd to watch while waiting, or -1 */
-	bool reclaim_dead;	/* --reclaim-dead: take over provably dead,
-				 * non-retained owners first (journaled) */
-};
-
-/*
- * Acquires o's workspace, waiting as w says: an inotify watch on locks/
- * wakes it as soon as a lock is released, with a 250 ms poll as fallback
- * (a holder that dies releases nothing). Says once on stderr (unless -q)
- * whom it waits for. A conflict that waiting cannot cure fails at once:
- * WSLOCK_LOCK_CORRUPT, WSLOCK_RECOVERY_REQUIRED (dead or retained owner),
- * or WSLOCK_BUSY when the holder is the caller's own enclosing run
- * ($WSLOCK_TOKEN). Returns 0 when held; -1 with err (WSLOCK_BUSY,
- * WSLOCK_TIMEOUT...); or a signal number > 0 when a signal arrived on
- * w->sigfd while waiting.
- */
-int cli_acquire(struct cli *c, struct registry *reg, const struct owner *o,
-		const struct cli_wait *w, int *live_fd, struct wsl_error *err);
-
-/* Exit status for err, with -E applied to WSLOCK_BUSY and WSLOCK_TIMEOUT. */
-int cli_conflict_status(const struct cli_wait *w, const struct wsl_error *err);
 
 /* Subcommand handlers (src/cmd_*.c). */
 extern const struct cli_command cmd_acquire, cmd_release, cmd_run, cmd_inspect,
@@ -160,7 +117,7 @@ enum {
 
 /* What acquire and run record and how they wait. */
 struct cli_hold {
-	struct cli_wait wait;
+	struct hold_wait wait;
 	const char *purpose;
 	const char *operation_id;
 };
@@ -192,17 +149,5 @@ int cli_split_command(int argc, char **argv);
 
 /* Parses a --format value: sets *text; -1 with a usage err otherwise. */
 int cli_parse_format(const char *arg, bool *text, struct wsl_error *err);
-
-/* One line of a text table: a lock and what to say under it (the liveness
- * reason when note is NULL). */
-struct cli_row {
-	const struct lock_entry *e;
-	const char *label;	/* shown instead of the workspace, or NULL */
-	const char *note;
-};
-
-/* Prints rows on stdout as a table: workspace, state, liveness, holder
- * pid@host, age, purpose; each followed by an indented reason line. */
-int cli_print_table(const struct cli_row *rows, size_t n);
 
 #endif

@@ -1,6 +1,8 @@
 /* cmd_acquire.c - wslock acquire: hold a lock for a process that outlives
  * wslock (a shell script), and print its owner document. */
 #include "cli.h"
+#include "hold.h"
+#include "output.h"
 
 #include <getopt.h>
 #include <signal.h>
@@ -59,17 +61,17 @@ static int acquire_main(struct cli *c, int argc, char **argv)
 	if (first < 0)
 		return status;
 	if (argc - first != 1)
-		return cli_usage(c, argc - first == 0 ? "acquire needs a WORKSPACE" :
+		return output_usage(c, argc - first == 0 ? "acquire needs a WORKSPACE" :
 				 "acquire takes one WORKSPACE");
 	if (a.pid == 0)
 		a.pid = getppid();
 	if (registry_open_for(&reg, &c->reg_cfg, argv[first], false, true, ws, &err) != 0)
-		return cli_fail(c, &err);
+		return output_error(c, &err);
 	if (owner_build(&o, ws, (pid_t)a.pid,
 			a.hold.purpose ? a.hold.purpose : "acquire",
 			a.hold.operation_id, NULL, &err) != 0) {
 		registry_close(&reg);
-		return cli_fail(c, &err);
+		return output_error(c, &err);
 	}
 	/* Signals that end a wait are read from a signalfd, so the loop can
 	 * stop cleanly; once published, the holder is the caller. */
@@ -79,7 +81,7 @@ static int acquire_main(struct cli *c, int argc, char **argv)
 	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, &old);
 	a.hold.wait.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	rc = cli_acquire(c, &reg, &o, &a.hold.wait, NULL, &err);
+	rc = hold_acquire(c, &reg, &o, &a.hold.wait, NULL, &err);
 	if (rc == 0 && a.hold.wait.sigfd >= 0) {
 		/* Interrupted while publishing: the caller will not learn the
 		 * token, so nobody could release the lock. Give it back. */
@@ -98,12 +100,12 @@ static int acquire_main(struct cli *c, int argc, char **argv)
 	if (rc > 0)
 		return 128 + rc;
 	if (rc < 0) {
-		status = cli_conflict_status(&a.hold.wait, &err);
-		cli_fail(c, &err);
+		status = hold_conflict_status(&a.hold.wait, &err);
+		output_error(c, &err);
 		wsl_error_clear(&err);
 		return status;
 	}
-	return cli_print_json(c, owner_to_json(&o));
+	return output_json(c, owner_to_json(&o));
 }
 
 const struct cli_command cmd_acquire = {

@@ -1,6 +1,7 @@
 /* cmd_inspect.c - wslock inspect: who holds a workspace, is the holder
  * alive, what overlaps. Never creates or changes anything. */
 #include "cli.h"
+#include "output.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -42,7 +43,7 @@ static int list_one(const struct lock_entry *e, void *arg)
 {
 	json_t *locks = arg;
 
-	return json_array_append_new(locks, cli_entry_json(e)) == 0 ? 0 : -1;
+	return json_array_append_new(locks, output_entry_json(e)) == 0 ? 0 : -1;
 }
 
 struct text_list {
@@ -77,7 +78,7 @@ static int inspect_all(struct cli *c, struct registry *reg, bool text,
 
 	if (text) {
 		struct text_list t = { NULL, 0, 0 };
-		struct cli_row *rows;
+		struct output_row *rows;
 		size_t i;
 		int rc;
 
@@ -95,7 +96,7 @@ static int inspect_all(struct cli *c, struct registry *reg, bool text,
 		}
 		for (i = 0; i < t.n; i++)
 			rows[i].e = &t.items[i];
-		rc = cli_print_table(rows, t.n);
+		rc = output_table(rows, t.n);
 		free(rows);
 		free(t.items);
 		return rc;
@@ -110,7 +111,7 @@ static int inspect_all(struct cli *c, struct registry *reg, bool text,
 	registry_coord_unlock(reg);
 	out = json_object();
 	json_object_set_new(out, "locks", locks);
-	return cli_print_json(c, out);
+	return output_json(c, out);
 }
 
 static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
@@ -131,7 +132,7 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 		registry_coord_unlock(reg);
 		out = e.has_owner ? owner_to_json(&e.owner) : json_null();
 		lock_entry_free(&e);
-		return cli_print_json(c, out);
+		return output_json(c, out);
 	}
 	if (registry_overlaps(reg, ws, true, &ov, &n, err) != 0) {
 		lock_entry_free(&e);
@@ -146,7 +147,7 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 	}
 	snprintf(e.workspace_root, sizeof(e.workspace_root), "%s", ws);
 	if (text) {
-		struct cli_row *rows = calloc(n + 1, sizeof(*rows));
+		struct output_row *rows = calloc(n + 1, sizeof(*rows));
 		char (*labels)[PATH_MAX + 32] = calloc(n + 1, sizeof(*labels));
 		int rc = -1;
 
@@ -160,7 +161,7 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 				rows[i + 1].e = &ov[i].entry;
 				rows[i + 1].label = labels[i];
 			}
-			rc = cli_print_table(rows, n + 1);
+			rc = output_table(rows, n + 1);
 		} else {
 			wsl_error_set(err, WSL_OS, "out of memory");
 		}
@@ -170,10 +171,10 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 		registry_overlaps_free(ov, n);
 		return rc;
 	}
-	out = cli_entry_json(&e);
+	out = output_entry_json(&e);
 	list = json_array();
 	for (i = 0; i < n; i++) {
-		json_t *item = cli_entry_json(&ov[i].entry);
+		json_t *item = output_entry_json(&ov[i].entry);
 		json_object_set_new(item, "relation",
 				    json_string(ov[i].ancestor ? "ancestor" : "descendant"));
 		json_array_append_new(list, item);
@@ -181,7 +182,7 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 	json_object_set_new(out, "overlapping", list);
 	lock_entry_free(&e);
 	registry_overlaps_free(ov, n);
-	return cli_print_json(c, out);
+	return output_json(c, out);
 }
 
 static int inspect_main(struct cli *c, int argc, char **argv)
@@ -196,21 +197,21 @@ static int inspect_main(struct cli *c, int argc, char **argv)
 	if (first < 0)
 		return status;
 	if (a.all ? argc - first != 0 : argc - first != 1)
-		return cli_usage(c, a.all ? "inspect --all takes no WORKSPACE" :
+		return output_usage(c, a.all ? "inspect --all takes no WORKSPACE" :
 				 argc - first == 0 ? "inspect needs a WORKSPACE or --all" :
 				 "inspect takes one WORKSPACE");
 	if (a.all && a.owner_only)
-		return cli_usage(c, "--owner and --all do not go together");
+		return output_usage(c, "--owner and --all do not go together");
 	if (a.text && a.owner_only)
-		return cli_usage(c, "--owner prints the document itself; --format text does not apply");
+		return output_usage(c, "--owner prints the document itself; --format text does not apply");
 	if (registry_open(&reg, &c->reg_cfg, false, &err) != 0 ||
 	    registry_coord_lock(&reg, LOCK_SH, &err) != 0)
-		return cli_fail(c, &err);
+		return output_error(c, &err);
 	rc = a.all ? inspect_all(c, &reg, a.text, &err) :
 		inspect_one(c, &reg, argv[first], a.owner_only, a.text, &err);
 	registry_close(&reg);
 	if (rc < 0) {
-		status = cli_fail(c, &err);
+		status = output_error(c, &err);
 		wsl_error_clear(&err);
 		return status;
 	}

@@ -2,6 +2,7 @@
  * provably dead owners, and the garbage crashes leave. */
 #include "child.h"
 #include "cli.h"
+#include "output.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -162,16 +163,16 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 	if (first < 0)
 		return status;
 	if (a.force != (a.reason != NULL))
-		return cli_usage(c, a.force ? "--force needs --reason TEXT" :
+		return output_usage(c, a.force ? "--force needs --reason TEXT" :
 				 "--reason goes with --force");
 	if (a.text && a.yes)
-		return cli_usage(c, "--format text is for the preview; --yes prints JSON");
+		return output_usage(c, "--format text is for the preview; --yes prints JSON");
 	if (dashdash < argc) {
 		ch.cmd = argv + dashdash + 1;
 		if (ch.cmd[0] == NULL)
-			return cli_usage(c, "reclaim needs a COMMAND after --");
+			return output_usage(c, "reclaim needs a COMMAND after --");
 		if (!a.yes)
-			return cli_usage(c, "a cleanup COMMAND runs only with --yes");
+			return output_usage(c, "a cleanup COMMAND runs only with --yes");
 	}
 	if (registry_open(&reg, &c->reg_cfg, a.yes, &err) != 0)
 		goto fail;
@@ -183,7 +184,7 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 	registry_coord_unlock(&reg);
 
 	if (!a.yes && a.text) {
-		struct cli_row *rows = calloc(cands.n + 1, sizeof(*rows));
+		struct output_row *rows = calloc(cands.n + 1, sizeof(*rows));
 		char (*notes)[1300] = calloc(cands.n + 1, sizeof(*notes));
 
 		if (rows == NULL || notes == NULL) {
@@ -199,7 +200,7 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 			rows[i].e = &cands.items[i];
 			rows[i].note = notes[i];
 		}
-		status = cli_print_table(rows, cands.n);
+		status = output_table(rows, cands.n);
 		if (status == 0)
 			printf("garbage: %zu staging, %zu orphan markers; 'wslock reclaim --yes' removes what is reclaimable\n",
 			       staging, orphans);
@@ -210,7 +211,7 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 	if (!a.yes) {
 		list = json_array();
 		for (i = 0; i < cands.n; i++) {
-			json_t *item = cli_entry_json(&cands.items[i]);
+			json_t *item = output_entry_json(&cands.items[i]);
 			bool ok = lockrules_reclaimable(&cands.items[i], a.force, why, sizeof(why));
 			json_object_set_new(item, "reclaimable", json_boolean(ok));
 			json_object_set_new(item, "why", json_string(why));
@@ -220,7 +221,7 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 		json_object_set_new(out, "action", json_string("preview"));
 		json_object_set_new(out, "candidates", list);
 		json_object_set_new(out, "garbage", garbage_json(staging, orphans));
-		status = cli_print_json(c, out);
+		status = output_json(c, out);
 		goto done;
 	}
 
@@ -290,12 +291,12 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 	json_object_set_new(out, "reclaimed", list);
 	json_object_set_new(out, "skipped", skipped);
 	json_object_set_new(out, "garbage_removed", garbage_json(staging, orphans));
-	status = cli_print_json(c, out);
+	status = output_json(c, out);
 	if (status == 0)
 		status = exit_status;
 	goto done;
 fail:
-	status = cli_fail(c, &err);
+	status = output_error(c, &err);
 	wsl_error_clear(&err);
 done:
 	for (i = 0; i < cands.n; i++)

@@ -2,6 +2,7 @@
  * take over the lock of a provably dead owner, named exactly. */
 #include "child.h"
 #include "cli.h"
+#include "output.h"
 #include "fsx.h"
 
 #include <errno.h>
@@ -115,17 +116,17 @@ static int recover_main(struct cli *c, int argc, char **argv)
 	if (first < 0)
 		return status;
 	if (dashdash - first != 1)
-		return cli_usage(c, dashdash == first ? "recover needs a WORKSPACE" :
+		return output_usage(c, dashdash == first ? "recover needs a WORKSPACE" :
 				 "recover takes one WORKSPACE");
 	if (a.expected == NULL)
-		return cli_usage(c, "recover needs --expected-owner FILE (save it with 'wslock inspect --owner WORKSPACE > FILE')");
+		return output_usage(c, "recover needs --expected-owner FILE (save it with 'wslock inspect --owner WORKSPACE > FILE')");
 	if (a.force != (a.reason != NULL))
-		return cli_usage(c, a.force ? "--force needs --reason TEXT" :
+		return output_usage(c, a.force ? "--force needs --reason TEXT" :
 				 "--reason goes with --force");
 	if (dashdash < argc) {
 		ch.cmd = argv + dashdash + 1;
 		if (ch.cmd[0] == NULL)
-			return cli_usage(c, "recover needs a COMMAND after --");
+			return output_usage(c, "recover needs a COMMAND after --");
 	}
 	if (read_expected(a.expected, &raw, &raw_len, &err) != 0)
 		goto fail;
@@ -205,10 +206,10 @@ static int recover_main(struct cli *c, int argc, char **argv)
 			    json_string(prior.reason) : json_null());
 	json_object_set_new(out, "forced", json_boolean(a.force));
 	json_object_set_new(out, "released", json_true());
-	status = cli_print_json(c, out);
+	status = output_json(c, out);
 	goto done;
 fail:
-	status = cli_fail(c, &err);
+	status = output_error(c, &err);
 	wsl_error_clear(&err);
 done:
 	lock_entry_free(&prior);

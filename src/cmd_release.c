@@ -1,6 +1,7 @@
 /* cmd_release.c - wslock release --token T WORKSPACE: release a lock taken
  * by acquire, only when T is its owner's token. */
 #include "cli.h"
+#include "output.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -43,18 +44,18 @@ static int release_main(struct cli *c, int argc, char **argv)
 	if (first < 0)
 		return status;
 	if (argc - first != 1)
-		return cli_usage(c, argc - first == 0 ? "release needs a WORKSPACE" :
+		return output_usage(c, argc - first == 0 ? "release needs a WORKSPACE" :
 				 "release takes one WORKSPACE");
 	if (token == NULL)
-		return cli_usage(c, "release needs --token TOKEN");
+		return output_usage(c, "release needs --token TOKEN");
 	/* A workspace deleted while locked can still be released by path. */
 	ws[0] = '\0';
 	if (registry_open_for(&reg, &c->reg_cfg, argv[first], true, true, ws, &err) != 0)
-		return cli_fail(c, &err);
+		return output_error(c, &err);
 	if (registry_release(&reg, ws, token, &o, &err) != 0) {
 		wsl_error_detail(&err.workspace_root, ws[0] == '/' ? ws : NULL);
 		registry_close(&reg);
-		status = cli_fail(c, &err);
+		status = output_error(c, &err);
 		wsl_error_clear(&err);
 		return status;
 	}
@@ -65,7 +66,7 @@ static int release_main(struct cli *c, int argc, char **argv)
 	json_object_set_new(out, "action", json_string("released"));
 	json_object_set_new(out, "workspace_root", json_string(ws));
 	json_object_set_new(out, "owner", owner_to_json(&o));
-	return cli_print_json(c, out);
+	return output_json(c, out);
 }
 
 const struct cli_command cmd_release = {

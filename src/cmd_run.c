@@ -2,6 +2,8 @@
  * How the command is supervised is in child.c. */
 #include "child.h"
 #include "cli.h"
+#include "hold.h"
+#include "output.h"
 #include "fsx.h"
 
 #include <getopt.h>
@@ -74,18 +76,18 @@ static int run_main(struct cli *c, int argc, char **argv)
 	if (first < 0)
 		return status;
 	if (dashdash == argc)
-		return cli_usage(c, "run needs -- before the command: wslock run WORKSPACE -- COMMAND");
+		return output_usage(c, "run needs -- before the command: wslock run WORKSPACE -- COMMAND");
 	if (dashdash - first != 1)
-		return cli_usage(c, dashdash == first ? "run needs a WORKSPACE" :
+		return output_usage(c, dashdash == first ? "run needs a WORKSPACE" :
 				 "run takes one WORKSPACE before --");
 	ch.cmd = argv + dashdash + 1;
 	if (ch.cmd[0] == NULL)
-		return cli_usage(c, "run needs a COMMAND after --");
+		return output_usage(c, "run needs a COMMAND after --");
 	ch.retain_on_failure = a.retain;
 	ch.kill_after_ms = a.kill_after_ms;
 
 	if (registry_open_for(&reg, &c->reg_cfg, argv[first], false, true, ws, &err) != 0)
-		return cli_fail(c, &err);
+		return output_error(c, &err);
 
 	/* Inside a run that holds this workspace or an ancestor: the lock is
 	 * already ours, so run the command without acquiring again. */
@@ -111,14 +113,14 @@ static int run_main(struct cli *c, int argc, char **argv)
 	if (ch.sigfd < 0)
 		goto fail;
 	ch.orig_mask = &orig;
-	rc = cli_acquire(c, &reg, &o, &a.hold.wait, &live_fd, &err);
+	rc = hold_acquire(c, &reg, &o, &a.hold.wait, &live_fd, &err);
 	if (rc > 0) {
 		registry_close(&reg);
 		return 128 + rc;
 	}
 	if (rc < 0) {
-		status = cli_conflict_status(&a.hold.wait, &err);
-		cli_fail(c, &err);
+		status = hold_conflict_status(&a.hold.wait, &err);
+		output_error(c, &err);
 		wsl_error_clear(&err);
 		registry_close(&reg);
 		return status;
@@ -136,7 +138,7 @@ static int run_main(struct cli *c, int argc, char **argv)
 	return status;
 fail:
 	registry_close(&reg);
-	status = cli_fail(c, &err);
+	status = output_error(c, &err);
 	wsl_error_clear(&err);
 	return status;
 }

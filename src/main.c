@@ -1,6 +1,7 @@
 /* main.c - global options and the subcommand table. */
 #include "child.h"
 #include "cli.h"
+#include "output.h"
 #include "crypto.h"
 #include "fsx.h"
 
@@ -94,7 +95,7 @@ int main(int argc, char **argv)
 		} else if (strcmp(a, "-d") == 0 || strcmp(a, "--lock-dir") == 0 ||
 			   strcmp(a, "--backend") == 0 || strcmp(a, "--etcd-endpoints") == 0) {
 			if (i + 1 >= argc)
-				return cli_usage(&c, "option %s needs a value", a);
+				return output_usage(&c, "option %s needs a value", a);
 			if (a[1] == 'd' || strcmp(a, "--lock-dir") == 0)
 				c.reg_cfg.lock_dir = argv[i + 1];
 			else if (strcmp(a, "--backend") == 0)
@@ -112,7 +113,7 @@ int main(int argc, char **argv)
 			c.reg_cfg.lock_dir = a + 2;
 			i++;
 		} else {
-			return cli_usage(&c, "unknown option %s before the command", a);
+			return output_usage(&c, "unknown option %s before the command", a);
 		}
 	}
 	if (i >= argc) {
@@ -134,7 +135,7 @@ int main(int argc, char **argv)
 		for (k = 0; k < NCOMMANDS; k++)
 			len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s",
 						k ? ", " : "", commands[k]->name);
-		return cli_usage(&c, "unknown command '%s' (%s)", argv[i], names);
+		return output_usage(&c, "unknown command '%s' (%s)", argv[i], names);
 	}
 	c.cmd = cmd->name;
 	/* Output nobody can read: acquire's token would be lost for good, and

@@ -1,6 +1,7 @@
 /* registry.c - the registry contract's front end: backend selection,
  * workspace resolution, and dispatch to the backend's operations. */
 #include "registry_backend.h"
+#include "wspath.h"
 #include "fsx.h"
 
 #include <errno.h>
@@ -9,27 +10,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* Calls fn(ancestor, arg) for each proper ancestor of path, nearest first,
- * "/" excluded. */
-int registry_for_each_ancestor(const char *path,
-			     int (*fn)(const char *ancestor, void *arg), void *arg)
-{
-	char buf[PATH_MAX];
-	char *slash;
-	int rc;
-
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (;;) {
-		slash = strrchr(buf, '/');
-		if (slash == NULL || slash == buf)
-			return 0;
-		*slash = '\0';
-		rc = fn(buf, arg);
-		if (rc != 0)
-			return rc;
-	}
-}
 
 void registry_overlaps_free(struct overlap *o, size_t n)
 {
@@ -103,116 +83,13 @@ int registry_default_path(const char *dir, char out[PATH_MAX],
 	return 0;
 }
 
-/* Folds an absolute path lexically: "//" and "." dropped, ".." pops. */
-static int fold_path(const char *in, char out[PATH_MAX])
-{
-	size_t len = 0;
-	const char *p = in;
-
-	out[0] = '\0';
-	while (*p != '\0') {
-		const char *start;
-		size_t n;
-
-		while (*p == '/')
-			p++;
-		start = p;
-		while (*p != '\0' && *p != '/')
-			p++;
-		n = (size_t)(p - start);
-		if (n == 0 || (n == 1 && start[0] == '.'))
-			continue;
-		if (n == 2 && start[0] == '.' && start[1] == '.') {
-			while (len > 0 && out[len - 1] != '/')
-				len--;
-			if (len > 0)
-				len--;
-			out[len] = '\0';
-			continue;
-		}
-		if (len + 1 + n >= PATH_MAX)
-			return -1;
-		out[len++] = '/';
-		memcpy(out + len, start, n);
-		len += n;
-		out[len] = '\0';
-	}
-	if (len == 0) {
-		out[0] = '/';
-		out[1] = '\0';
-	}
-	return 0;
-}
-
-/* True when inner is outer or lies below it. */
-bool registry_path_within(const char *inner, const char *outer)
-{
-	size_t n = strlen(outer);
-
-	if (strcmp(outer, "/") == 0)
-		return true;
-	return strncmp(inner, outer, n) == 0 &&
-	       (inner[n] == '\0' || inner[n] == '/');
-}
-
 int registry_workspace(const struct registry *reg, const char *arg,
 		       bool allow_missing, char out[PATH_MAX],
 		       struct wsl_error *err)
 {
-	char abs[PATH_MAX], cwd[PATH_MAX];
-	struct stat st;
-	json_t *probe;
-
-	if (arg[0] == '\0')
-		return wsl_error_set(err, WSL_USAGE, "empty workspace path");
-	if (realpath(arg, out) == NULL) {
-		int e = errno;
-		if (!allow_missing || (e != ENOENT && e != ENOTDIR))
-			return wsl_error_errno(err, WSL_NO_WORKSPACE, e,
-					       "workspace %s", arg);
-		if (arg[0] == '/') {
-			snprintf(abs, sizeof(abs), "%s", arg);
-		} else {
-			if (getcwd(cwd, sizeof(cwd)) == NULL ||
-			    snprintf(abs, sizeof(abs), "%s/%s", cwd, arg) >= (int)sizeof(abs))
-				return wsl_error_errno(err, WSL_NO_WORKSPACE, e,
-						       "workspace %s", arg);
-		}
-		if (fold_path(abs, out) != 0)
-			return wsl_error_set(err, WSL_UNSAFE_PATH,
-					     "workspace path %s is longer than PATH_MAX", arg);
-	} else {
-		if (stat(out, &st) != 0)
-			return wsl_error_errno(err, WSL_NO_WORKSPACE, errno,
-					       "workspace %s", arg);
-		if (!S_ISDIR(st.st_mode))
-			return wsl_error_set(err, WSL_NO_WORKSPACE,
-					     "workspace %s is not a directory", arg);
-	}
-	if (strcmp(out, "/") == 0)
-		return wsl_error_set(err, WSL_UNSAFE_PATH,
-				     "refusing / as a workspace: it would contain every other workspace and the registry");
-	if (!owner_path_canonical(out))
-		return wsl_error_set(err, WSL_UNSAFE_PATH,
-				     "workspace path %s has control characters",
-				     arg);
-	probe = json_string(out);
-	if (probe == NULL)
-		return wsl_error_set(err, WSL_UNSAFE_PATH,
-				     "workspace path %s is not valid UTF-8", arg);
-	json_decref(probe);
-	if (reg->path[0] == '\0')
-		return 0;	/* no registry directory to keep apart (etcd, or
-				 * not opened yet) */
-	if (registry_path_within(reg->real, out) || registry_path_within(reg->path, out))
-		return wsl_error_set(err, WSL_UNSAFE_PATH,
-				     "registry %s lies inside workspace %s; choose a registry outside it (-d or WSLOCK_DIR)",
-				     reg->path, out);
-	if (registry_path_within(out, reg->real))
-		return wsl_error_set(err, WSL_UNSAFE_PATH,
-				     "workspace %s lies inside the registry %s",
-				     out, reg->path);
-	return 0;
+	if (wspath_resolve(arg, allow_missing, out, err) != 0)
+		return -1;
+	return wspath_check_apart(out, reg->path, reg->real, err);
 }
 
 struct lock_entry *registry_overlap_push(struct overlap **items, size_t *n,
@@ -410,6 +287,6 @@ int registry_find_token(struct registry *reg, const char *workspace,
 	rc = token_match(workspace, &t);
 	if (rc != 0)
 		return rc;
-	return registry_for_each_ancestor(workspace, token_match, &t);
+	return wspath_for_each_ancestor(workspace, token_match, &t);
 }
 

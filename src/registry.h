@@ -111,13 +111,9 @@ int local_open(struct registry *reg, const char *path, const char *workspace,
 void registry_close(struct registry *reg);
 
 /*
- * Resolves a workspace argument to its canonical path (realpath(3): symlinks
- * resolved, so a path through a symlink names its target's lock). Fails with
- * WSL_NO_WORKSPACE when it does not exist or is not a directory, and with
- * WSL_UNSAFE_PATH for "/", for a path with control characters or invalid
- * UTF-8, and for a workspace that contains the registry or lies inside it.
- * With allow_missing, a workspace that no longer exists resolves lexically
- * (absolute, "." and ".." folded) so its lock can still be released.
+ * Resolves a workspace argument (wspath_resolve: canonical, errors as
+ * there) and refuses one that contains reg's directory or lies inside it
+ * (wspath_check_apart, WSL_UNSAFE_PATH).
  */
 int registry_workspace(const struct registry *reg, const char *arg,
 		       bool allow_missing, char out[PATH_MAX],

@@ -10,6 +10,7 @@
 #define WSLOCK_REGISTRY_BACKEND_H
 
 #include "registry.h"
+#include "wspath.h"
 
 struct registry_ops {
 	const char *name;
@@ -57,14 +58,5 @@ int etcd_registry_open(struct registry *reg, const struct registry_config *cfg,
 struct lock_entry *registry_overlap_push(struct overlap **items, size_t *n,
 					 size_t *cap, bool ancestor,
 					 struct wsl_error *err);
-
-/* True when inner is outer or lies below it (canonical paths). */
-bool registry_path_within(const char *inner, const char *outer);
-
-/* Calls fn(ancestor, arg) for each proper ancestor of path, nearest first,
- * "/" excluded; stops at the first non-zero return and returns it. */
-int registry_for_each_ancestor(const char *path,
-			       int (*fn)(const char *ancestor, void *arg),
-			       void *arg);
 
 #endif

@@ -440,7 +440,7 @@ static int etcd_overlaps(struct registry *reg, const char *workspace, bool probe
 		wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
 		goto out;
 	}
-	if (registry_for_each_ancestor(workspace, collect_ancestor, &c) != 0 ||
+	if (wspath_for_each_ancestor(workspace, collect_ancestor, &c) != 0 ||
 	    read_entries(s, c.paths, c.np, probe, es, ms, err) != 0)
 		goto out;
 	for (i = 0; i < c.np; i++) {

@@ -146,7 +146,7 @@ static int check_before_create(const char *path, const char *workspace,
 		return wsl_error_set(err, WSL_UNSAFE_PATH, "registry path %s is longer than PATH_MAX",
 				     path);
 	if (workspace != NULL &&
-	    (registry_path_within(would, workspace) || registry_path_within(workspace, would)))
+	    (wspath_within(would, workspace) || wspath_within(workspace, would)))
 		return wsl_error_set(err, WSL_UNSAFE_PATH,
 				     "registry %s and workspace %s overlap; choose a registry outside every workspace (-d or WSLOCK_DIR)",
 				     path, workspace);
@@ -545,7 +545,7 @@ static int overlap_descendants(struct overlap_ctx *c, const char *workspace)
 		}
 		if (e.state == LOCK_FREE)
 			continue;	/* an orphan marker */
-		if (e.state != LOCK_CORRUPT && !registry_path_within(e.workspace_root, workspace)) {
+		if (e.state != LOCK_CORRUPT && !wspath_within(e.workspace_root, workspace)) {
 			lock_entry_free(&e);
 			continue;	/* not really below: ignore */
 		}
@@ -568,7 +568,7 @@ static int local_overlaps(struct registry *reg, const char *workspace, bool prob
 
 	*out = NULL;
 	*n = 0;
-	if (registry_for_each_ancestor(workspace, overlap_ancestor, &c) != 0 ||
+	if (wspath_for_each_ancestor(workspace, overlap_ancestor, &c) != 0 ||
 	    overlap_descendants(&c, workspace) != 0) {
 		registry_overlaps_free(c.items, c.n);
 		return -1;
@@ -713,11 +713,11 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 	}
 	CRASH_POINT("acquire:staging-synced");
 	m = (struct marker_ctx){ reg, key, MARKER_ADD, err };
-	if (registry_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0)
+	if (wspath_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0)
 		goto fail_markers;
 	m.step = MARKER_SYNC;
 	if (loc(reg)->fs_kind == FS_OTHER &&
-	    registry_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0)
+	    wspath_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0)
 		goto fail_markers;
 	if (sync_before_commit(reg, loc(reg)->nest_fd) != 0) {
 		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s/nest", reg->path);
@@ -750,7 +750,7 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 	return 0;
 fail_markers:
 	m.step = MARKER_REMOVE;
-	registry_for_each_ancestor(o->workspace_root, marker_apply, &m);
+	wspath_for_each_ancestor(o->workspace_root, marker_apply, &m);
 fail:
 	fsx_close(lfd);
 	fsx_close(sfd);
@@ -812,7 +812,7 @@ static int unpublish(struct registry *reg, const char *key,
 				       "cannot remove the lock of %s", workspace);
 	CRASH_POINT("release:renamed");
 	m = (struct marker_ctx){ reg, key, MARKER_REMOVE, err };
-	registry_for_each_ancestor(workspace, marker_apply, &m);
+	wspath_for_each_ancestor(workspace, marker_apply, &m);
 	CRASH_POINT("release:markers-removed");
 	/* A corrupt lock may be a symlink or a file: unlink it, never follow. */
 	if (fstatat(loc(reg)->tmp_fd, gone, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))

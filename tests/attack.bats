@@ -59,7 +59,7 @@ ATTACKS=(
 declare -gA KNOWN_BUG=(
 	[journal_hard_link]="journal.jsonl hard-linked to a file outside the registry is appended to (src/journal.c journal_append checks owner and mode, not st_nlink)"
 	[owner_socket]="a unix socket planted as owner.json fails every command, inspect included, with 74 WSLOCK_IO (open gives ENXIO) instead of showing a corrupt lock as for a FIFO (src/registry_local.c local_get_key)"
-	[workspace_newline]="the refusal prints the workspace path raw, so its newline splits the one-line stderr message (src/registry.c registry_workspace)"
+	[workspace_newline]="the refusal prints the workspace path raw, so its newline splits the one-line stderr message (src/wspath.c wspath_resolve)"
 )
 
 local_setup() {

@@ -1,0 +1,177 @@
+/* hold.c - the wait-and-acquire loop of acquire and run: try, and on a
+ * conflict decide (lockrules) whether waiting can cure it, then wait for a
+ * release, a deadline or a signal. */
+#include "hold.h"
+#include "cli.h"
+#include "lockrules.h"
+#include "output.h"
+#include "platform.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+/* The least time -n and -w wait for the registry's coordination lock, ms. */
+#define COORD_WAIT_MIN_MS 10000
+
+int hold_conflict_status(const struct hold_wait *w, const struct wsl_error *err)
+{
+	if (w->conflict_exit >= 0 &&
+	    (err->code == WSL_BUSY || err->code == WSL_TIMEOUT))
+		return w->conflict_exit;
+	return wsl_code_exit(err->code);
+}
+
+/* Rewrites the terminal's current line: elapsed time and whom we wait for,
+ * cut to the terminal's width so that it never wraps. */
+static void status_line(long long elapsed_ms, const char *subject, const char *who)
+{
+	char line[4096];
+	struct winsize wsz;
+	size_t cols = 80;
+
+	if (ioctl(STDERR_FILENO, TIOCGWINSZ, &wsz) == 0 && wsz.ws_col > 0)
+		cols = wsz.ws_col;
+	snprintf(line, sizeof(line), "wslock: waiting %llds: %s locked by %s",
+		 elapsed_ms / 1000, subject, who);
+	if (cols < sizeof(line) && strlen(line) >= cols)
+		line[cols - 1] = '\0';
+	fprintf(stderr, "\r\033[K%s", line);
+	fflush(stderr);
+}
+
+/* --reclaim-dead: takes over the dead owner of e by the same
+ * compare-and-swap as reclaim --yes. Returns 0 when it is gone (or changed
+ * meanwhile: the caller retries), -1 with err otherwise. */
+static int reclaim_dead(struct cli *c, struct registry *reg,
+			const struct lock_entry *e, struct wsl_error *err)
+{
+	struct registry_expect x = { 0 };
+	struct lock_entry prior;
+	char who[1024];
+	int rc;
+
+	x.owner = &e->owner;
+	x.action = "reclaim-dead";
+	rc = registry_take_over(reg, e->workspace_root, &x, NULL, NULL, &prior, err);
+	if (rc == 0 && !c->quiet) {
+		lockrules_describe_holder(e, who, sizeof(who));
+		fprintf(stderr, "wslock: reclaimed %s from %s: %s\n",
+			e->workspace_root, who, e->reason);
+	}
+	lock_entry_free(&prior);
+	if (rc != 0 && (err->code == WSL_NOT_HELD || err->code == WSL_OWNER_MISMATCH)) {
+		wsl_error_clear(err);
+		rc = 0;
+	}
+	return rc;
+}
+
+int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
+		 const struct hold_wait *w, int *live_fd, struct wsl_error *err)
+{
+	const char *ws = o->workspace_root;
+	long long start = platform_mono_ms();
+	long long deadline = w->timeout_ms >= 0 ? start + w->timeout_ms : -1;
+	struct wsl_error werr = { 0 };
+	/* On a terminal the notice is one status line updated in place;
+	 * elsewhere (logs, CI) it is printed once. */
+	bool tty = !c->quiet && isatty(STDERR_FILENO);
+	bool told = false;
+	int watch = 0, rc;
+	bool watching = false;
+
+	for (;;) {
+		struct lock_entry conflict;
+		struct registry_deadline dl;
+		char who[1024], subject[2 * PATH_MAX + 64], why[1200];
+		long long wait_ms;
+
+		/* -n and -w also bound the wait for the registry itself, which
+		 * is held only for the length of one change: generously (10 s
+		 * at least), so that a loaded machine does not turn a free
+		 * workspace into WSLOCK_BUSY, while a stopped wslock holding
+		 * it cannot hang -n forever. */
+		if (w->nonblock || deadline >= 0) {
+			long long floor = platform_mono_ms() + COORD_WAIT_MIN_MS;
+			dl.at_ms = !w->nonblock && deadline > floor ? deadline : floor;
+			dl.code = w->nonblock ? WSL_BUSY : WSL_TIMEOUT;
+		}
+		rc = registry_try_acquire(reg, o, w->nonblock || deadline >= 0 ? &dl : NULL,
+					  live_fd, &conflict, err);
+		if (rc == ACQUIRE_DONE || rc < 0) {
+			lock_entry_free(&conflict);
+			break;
+		}
+		if (w->reclaim_dead &&
+		    lockrules_reclaimable(&conflict, false, why, sizeof(why))) {
+			rc = reclaim_dead(c, reg, &conflict, err);
+			lock_entry_free(&conflict);
+			if (rc < 0)
+				break;
+			continue;
+		}
+		if (lockrules_conflict_final(ws, &conflict, getenv("WSLOCK_TOKEN"), err) != 0) {
+			lock_entry_free(&conflict);
+			rc = -1;
+			break;
+		}
+		lockrules_describe_holder(&conflict, who, sizeof(who));
+		lockrules_conflict_subject(ws, &conflict, subject, sizeof(subject));
+		if (w->nonblock || (deadline >= 0 && platform_mono_ms() >= deadline)) {
+			lockrules_error_holder(err, &conflict);
+			wsl_error_set(err, w->nonblock ? WSL_BUSY : WSL_TIMEOUT,
+				      "%s%s locked by %s%s%s",
+				      w->nonblock ? "" : "timed out: ", subject, who,
+				      conflict.liveness == LIVENESS_UNKNOWN ? "; liveness unknown: " : "",
+				      conflict.liveness == LIVENESS_UNKNOWN ? conflict.reason : "");
+			lock_entry_free(&conflict);
+			rc = -1;
+			break;
+		}
+		if (!watching) {
+			/* Only now, on a conflict: an uncontended acquire needs no
+			 * watch (closing an inotify fd can cost milliseconds).
+			 * Then try once more, since a release that came before the
+			 * watch existed would wake nobody. */
+			watching = true;
+			watch = registry_wait_prepare(reg, &werr);
+			if (watch < 0 && c->verbose)
+				fprintf(stderr, "wslock: %s; polling instead\n", werr.message);
+			wsl_error_clear(&werr);
+			lock_entry_free(&conflict);
+			continue;
+		}
+		if (tty) {
+			status_line(platform_mono_ms() - start, subject, who);
+			told = true;
+		} else if (!told && !c->quiet) {
+			fprintf(stderr, "wslock: waiting: %s locked by %s\n", subject, who);
+			told = true;
+		}
+		lock_entry_free(&conflict);
+		/* With a watch, releases wake us at once; the poll only notices
+		 * holders that died without releasing. */
+		wait_ms = watch == 0 ? 1000 : 250;
+		if (deadline >= 0 && deadline - platform_mono_ms() < wait_ms)
+			wait_ms = deadline - platform_mono_ms() < 0 ? 0 : deadline - platform_mono_ms();
+		rc = registry_wait(reg, w->sigfd, (long)wait_ms, err);
+		if (rc < 0)
+			break;
+		if (rc == 1) {
+			struct signalfd_siginfo si;
+			if (read(w->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si) &&
+			    si.ssi_signo != SIGCHLD) {
+				rc = (int)si.ssi_signo;
+				break;
+			}
+		}
+	}
+	if (tty && told)
+		fputs("\r\033[K", stderr);	/* clear the status line */
+	return rc;
+}

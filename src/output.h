@@ -1,0 +1,45 @@
+/* output.h - the only printer (src/output.c): JSON on stdout, the error
+ * line on stderr and its JSON document, text tables. The core never
+ * prints; commands, hold and child print through these. */
+#ifndef WSLOCK_OUTPUT_H
+#define WSLOCK_OUTPUT_H
+
+#include <stddef.h>
+#include <jansson.h>
+
+#include "error.h"
+#include "lockrules.h"
+
+struct cli;
+
+/* Reports a usage error: one stderr line plus a hint to --help, the JSON
+ * error on stdout when c->json_errors. Returns 64. */
+int output_usage(struct cli *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Reports err (one stderr line "wslock: message", and for commands other
+ * than run a JSON error object on stdout) and returns its exit status. */
+int output_error(struct cli *c, struct wsl_error *err);
+
+/* Writes value as JSON (compact, or indented with --pretty) and a newline
+ * on stdout, then flushes; takes the reference. Returns 0, or 74 when stdout
+ * cannot be written (EPIPE, ENOSPC...), after saying so on stderr. */
+int output_json(struct cli *c, json_t *value);
+
+/* The JSON shape of a lock in inspect and error details (a new
+ * reference). */
+json_t *output_entry_json(const struct lock_entry *e);
+
+/* One line of a text table: a lock and what to say under it (the liveness
+ * reason when note is NULL). */
+struct output_row {
+	const struct lock_entry *e;
+	const char *label;	/* shown instead of the workspace, or NULL */
+	const char *note;
+};
+
+/* Prints rows on stdout as a table: workspace, state, liveness, holder
+ * pid@host, age, purpose; each followed by an indented reason line. */
+int output_table(const struct output_row *rows, size_t n);
+
+#endif

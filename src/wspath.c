@@ -1,0 +1,147 @@
+/* wspath.c - what a workspace argument names: resolution to a canonical
+ * path, the ancestor walk, and keeping workspaces and the registry apart
+ * (DESIGN.md section 3). No registry here: only paths. */
+#include "wspath.h"
+#include "owner.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int wspath_for_each_ancestor(const char *path,
+			      int (*fn)(const char *ancestor, void *arg), void *arg)
+{
+	char buf[PATH_MAX];
+	char *slash;
+	int rc;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (;;) {
+		slash = strrchr(buf, '/');
+		if (slash == NULL || slash == buf)
+			return 0;
+		*slash = '\0';
+		rc = fn(buf, arg);
+		if (rc != 0)
+			return rc;
+	}
+}
+
+/* Folds an absolute path lexically: "//" and "." dropped, ".." pops. */
+static int fold_path(const char *in, char out[PATH_MAX])
+{
+	size_t len = 0;
+	const char *p = in;
+
+	out[0] = '\0';
+	while (*p != '\0') {
+		const char *start;
+		size_t n;
+
+		while (*p == '/')
+			p++;
+		start = p;
+		while (*p != '\0' && *p != '/')
+			p++;
+		n = (size_t)(p - start);
+		if (n == 0 || (n == 1 && start[0] == '.'))
+			continue;
+		if (n == 2 && start[0] == '.' && start[1] == '.') {
+			while (len > 0 && out[len - 1] != '/')
+				len--;
+			if (len > 0)
+				len--;
+			out[len] = '\0';
+			continue;
+		}
+		if (len + 1 + n >= PATH_MAX)
+			return -1;
+		out[len++] = '/';
+		memcpy(out + len, start, n);
+		len += n;
+		out[len] = '\0';
+	}
+	if (len == 0) {
+		out[0] = '/';
+		out[1] = '\0';
+	}
+	return 0;
+}
+
+bool wspath_within(const char *inner, const char *outer)
+{
+	size_t n = strlen(outer);
+
+	if (strcmp(outer, "/") == 0)
+		return true;
+	return strncmp(inner, outer, n) == 0 &&
+	       (inner[n] == '\0' || inner[n] == '/');
+}
+
+int wspath_resolve(const char *arg, bool allow_missing, char out[PATH_MAX],
+		   struct wsl_error *err)
+{
+	char abs[PATH_MAX], cwd[PATH_MAX];
+	struct stat st;
+	json_t *probe;
+
+	if (arg[0] == '\0')
+		return wsl_error_set(err, WSL_USAGE, "empty workspace path");
+	if (realpath(arg, out) == NULL) {
+		int e = errno;
+		if (!allow_missing || (e != ENOENT && e != ENOTDIR))
+			return wsl_error_errno(err, WSL_NO_WORKSPACE, e,
+					       "workspace %s", arg);
+		if (arg[0] == '/') {
+			snprintf(abs, sizeof(abs), "%s", arg);
+		} else {
+			if (getcwd(cwd, sizeof(cwd)) == NULL ||
+			    snprintf(abs, sizeof(abs), "%s/%s", cwd, arg) >= (int)sizeof(abs))
+				return wsl_error_errno(err, WSL_NO_WORKSPACE, e,
+						       "workspace %s", arg);
+		}
+		if (fold_path(abs, out) != 0)
+			return wsl_error_set(err, WSL_UNSAFE_PATH,
+					     "workspace path %s is longer than PATH_MAX", arg);
+	} else {
+		if (stat(out, &st) != 0)
+			return wsl_error_errno(err, WSL_NO_WORKSPACE, errno,
+					       "workspace %s", arg);
+		if (!S_ISDIR(st.st_mode))
+			return wsl_error_set(err, WSL_NO_WORKSPACE,
+					     "workspace %s is not a directory", arg);
+	}
+	if (strcmp(out, "/") == 0)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "refusing / as a workspace: it would contain every other workspace and the registry");
+	if (!owner_path_canonical(out))
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "workspace path %s has control characters",
+				     arg);
+	probe = json_string(out);
+	if (probe == NULL)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "workspace path %s is not valid UTF-8", arg);
+	json_decref(probe);
+	return 0;
+}
+
+int wspath_check_apart(const char *ws, const char *reg_path, const char *reg_real,
+		       struct wsl_error *err)
+{
+	if (reg_path[0] == '\0')
+		return 0;	/* no registry directory to keep apart (etcd, or
+				 * not opened yet) */
+	if (wspath_within(reg_real, ws) || wspath_within(reg_path, ws))
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "registry %s lies inside workspace %s; choose a registry outside it (-d or WSLOCK_DIR)",
+				     reg_path, ws);
+	if (wspath_within(ws, reg_real))
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "workspace %s lies inside the registry %s",
+				     ws, reg_path);
+	return 0;
+}

@@ -1,0 +1,48 @@
+/* wspath.h - workspace paths (DESIGN.md section 3): what a workspace
+ * argument names, its ancestors, and the rule that a workspace and the
+ * registry never contain one another.
+ *
+ * Everything here works on canonical absolute paths and does no registry
+ * I/O. Workspace identity (the filesystem a workspace lives on and its
+ * path inside it, from the mount table) belongs here as well; the mount
+ * table itself is read by mountinfo.c.
+ */
+#ifndef WSLOCK_WSPATH_H
+#define WSLOCK_WSPATH_H
+
+#include <limits.h>
+#include <stdbool.h>
+
+#include "error.h"
+
+/*
+ * Resolves a workspace argument to its canonical path (realpath(3): symlinks
+ * resolved, so a path through a symlink names its target's lock). Fails with
+ * WSL_USAGE for "", WSL_NO_WORKSPACE when it does not exist or is not a
+ * directory (sys_errno says why), and with WSL_UNSAFE_PATH for "/" and for
+ * a path with control characters or invalid UTF-8. With allow_missing, a
+ * workspace that no longer exists resolves lexically (absolute, "." and
+ * ".." folded) so its lock can still be released.
+ */
+int wspath_resolve(const char *arg, bool allow_missing, char out[PATH_MAX],
+		   struct wsl_error *err);
+
+/*
+ * Refuses (WSL_UNSAFE_PATH) a workspace ws that contains the registry
+ * directory (reg_path as given, reg_real canonical) or lies inside it.
+ * reg_path "" (no registry directory on this host: etcd): always 0.
+ */
+int wspath_check_apart(const char *ws, const char *reg_path, const char *reg_real,
+		       struct wsl_error *err);
+
+/* True when inner is outer or lies below it (canonical paths). */
+bool wspath_within(const char *inner, const char *outer);
+
+/* Calls fn(ancestor, arg) for each proper ancestor of path (canonical),
+ * nearest first, "/" excluded; stops at the first non-zero return and
+ * returns it; 0 when fn returned 0 for all. */
+int wspath_for_each_ancestor(const char *path,
+			     int (*fn)(const char *ancestor, void *arg),
+			     void *arg);
+
+#endif

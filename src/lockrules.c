@@ -99,6 +99,16 @@ void lockrules_conflict_subject(const char *wanted, const struct lock_entry *e,
 			 e->workspace_root);
 }
 
+/* A lock whose files are unsafe (e->unsafe): refused like an unsafe
+ * registry, never acted on; a person fixes or removes it by hand. */
+static int unsafe_lock(const char *ws, const struct lock_entry *e, struct wsl_error *err)
+{
+	wsl_error_detail(&err->path, e->lock_path);
+	return wsl_error_set(err, WSL_UNSAFE_PATH,
+			     "the lock of %s is unsafe (%s); nothing is repaired behind your back: after checking who made it so, fix its owner and mode (0700 directory, 0600 files) or remove it by hand",
+			     ws, e->problem);
+}
+
 int lockrules_conflict_final(const char *ws, const struct lock_entry *e,
 			     const char *mine, struct wsl_error *err)
 {
@@ -106,6 +116,10 @@ int lockrules_conflict_final(const char *ws, const struct lock_entry *e,
 
 	lockrules_describe_holder(e, who, sizeof(who));
 	lockrules_conflict_subject(ws, e, subject, sizeof(subject));
+	if (e->state == LOCK_CORRUPT && e->unsafe) {
+		lockrules_error_holder(err, e);
+		return unsafe_lock(ws, e, err);
+	}
 	if (e->state == LOCK_CORRUPT) {
 		lockrules_error_holder(err, e);
 		return wsl_error_set(err, WSL_LOCK_CORRUPT,
@@ -145,6 +159,8 @@ int lockrules_check_release(const char *workspace, const char *token,
 	case LOCK_FREE:
 		return wsl_error_set(err, WSL_NOT_HELD, "%s is not locked", workspace);
 	case LOCK_CORRUPT:
+		if (e->unsafe)
+			return unsafe_lock(workspace, e, err);
 		wsl_error_detail(&err->path, e->lock_path);
 		return wsl_error_set(err, WSL_LOCK_CORRUPT,
 				     "the lock of %s is corrupt (%s); nothing released",
@@ -193,6 +209,8 @@ int lockrules_check_take_over(const char *workspace, const struct registry_expec
 	if (e->state == LOCK_FREE)
 		return wsl_error_set(err, WSL_NOT_HELD,
 				     "%s is not locked: nothing to take over", workspace);
+	if (e->state == LOCK_CORRUPT && e->unsafe)
+		return unsafe_lock(workspace, e, err);
 	if (e->state == LOCK_CORRUPT) {
 		wsl_error_detail(&err->path, e->lock_path);
 		if (e->raw == NULL)
@@ -276,6 +294,10 @@ bool lockrules_reclaimable(const struct lock_entry *e, bool force, char *why,
 			snprintf(why, len, "corrupt (%s): its document cannot be read; after checking, remove %.*s by hand",
 				 e->problem, dir_len, e->lock_path);
 		}
+		break;
+	case WSL_UNSAFE_PATH:
+		snprintf(why, len, "unsafe (%s): fix its owner and mode or remove it by hand",
+			 e->problem);
 		break;
 	case WSL_RECOVERY_REQUIRED:
 		snprintf(why, len, "retained for recovery: only 'wslock recover' clears it");

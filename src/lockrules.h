@@ -40,6 +40,10 @@ struct lock_entry {
 	size_t raw_len;
 	char *retained;			/* retained.json bytes, or NULL */
 	char problem[1024];		/* why corrupt */
+	bool unsafe;			/* corrupt because a file or directory of the
+					 * lock is a symlink, foreign or group/world
+					 * accessible: WSL_UNSAFE_PATH, as for the
+					 * registry itself (DESIGN §6) */
 	bool probed;
 	enum liveness liveness;
 	char reason[LIVENESS_REASON_MAX];

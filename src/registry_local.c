@@ -384,6 +384,14 @@ static void set_corrupt(struct lock_entry *e, const char *why)
 	snprintf(e->problem, sizeof(e->problem), "%s", why);
 }
 
+/* Corrupt because of what fsx refused as unsafe (symlink, foreign owner,
+ * group/world bits, not a regular file), or for another reason. */
+static void set_corrupt_err(struct lock_entry *e, const struct wsl_error *why)
+{
+	set_corrupt(e, why->message);
+	e->unsafe = why->code == WSL_UNSAFE_PATH;
+}
+
 static int local_get_key(struct registry *reg, const char *key, bool probe,
 			 struct lock_entry *e, struct wsl_error *err)
 {
@@ -410,7 +418,7 @@ static int local_get_key(struct registry *reg, const char *key, bool probe,
 			return 0;
 		}
 		if (local.code == WSL_UNSAFE_PATH) {
-			set_corrupt(e, local.message);
+			set_corrupt_err(e, &local);
 			wsl_error_clear(&local);
 			return 0;
 		}
@@ -428,8 +436,10 @@ static int local_get_key(struct registry *reg, const char *key, bool probe,
 			fsx_close(fd);
 			return -1;
 		}
-		set_corrupt(e, local.sys_errno == ENOENT ?
-			    "the lock directory has no owner.json" : local.message);
+		if (local.sys_errno == ENOENT)
+			set_corrupt(e, "the lock directory has no owner.json");
+		else
+			set_corrupt_err(e, &local);
 		wsl_error_clear(&local);
 		goto done;
 	}
@@ -456,7 +466,7 @@ static int local_get_key(struct registry *reg, const char *key, bool probe,
 				  &e->retained, &len, &local) == 0) {
 		e->state = LOCK_RETAINED;
 	} else if (local.sys_errno != ENOENT) {
-		set_corrupt(e, local.message);
+		set_corrupt_err(e, &local);
 		e->has_owner = false;
 		wsl_error_clear(&local);
 		goto done;

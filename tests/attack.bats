@@ -2,7 +2,7 @@
 # The attack matrix: hostile set-ups of the registry and of the workspace
 # (DESIGN.md section 5: "a symlink, a foreign owner or group/world permission
 # bits anywhere in the registry is refused"; section 6: 77 for unsafe paths,
-# 65 for a corrupt lock). Table-driven: each row names a set-up function
+# those inside one lock included, 65 for a corrupt document). Table-driven: each row names a set-up function
 # (attack_NAME) that builds the hostile state and sets CMD, the wslock
 # arguments to try; the row gives the exit status and error code wanted.
 # Every case also checks that nothing outside the registry changed: a strict
@@ -30,15 +30,15 @@ ATTACKS=(
 	"coordination_foreign_link 77 WSLOCK_UNSAFE_PATH"
 	"coordination_mode_0666    77 WSLOCK_UNSAFE_PATH"
 	"nest_ancestor_symlink     77 WSLOCK_UNSAFE_PATH"
-	"lockdir_symlink           65 WSLOCK_LOCK_CORRUPT"
-	"lockdir_mode_0777         65 WSLOCK_LOCK_CORRUPT"
-	"lockdir_is_a_file         65 WSLOCK_LOCK_CORRUPT"
-	"owner_symlink             65 WSLOCK_LOCK_CORRUPT"
-	"owner_fifo                65 WSLOCK_LOCK_CORRUPT"
-	"owner_socket              65 WSLOCK_LOCK_CORRUPT"
-	"owner_foreign_link        65 WSLOCK_LOCK_CORRUPT"
-	"owner_group_readable      65 WSLOCK_LOCK_CORRUPT"
-	"retained_symlink          65 WSLOCK_LOCK_CORRUPT"
+	"lockdir_symlink           77 WSLOCK_UNSAFE_PATH"
+	"lockdir_mode_0777         77 WSLOCK_UNSAFE_PATH"
+	"lockdir_is_a_file         77 WSLOCK_UNSAFE_PATH"
+	"owner_symlink             77 WSLOCK_UNSAFE_PATH"
+	"owner_fifo                77 WSLOCK_UNSAFE_PATH"
+	"owner_socket              77 WSLOCK_UNSAFE_PATH"
+	"owner_foreign_link        77 WSLOCK_UNSAFE_PATH"
+	"owner_group_readable      77 WSLOCK_UNSAFE_PATH"
+	"retained_symlink          77 WSLOCK_UNSAFE_PATH"
 	"live_symlink              75 WSLOCK_OWNER_LIVE"
 	"journal_symlink           77 WSLOCK_UNSAFE_PATH"
 	"journal_fifo              77 WSLOCK_UNSAFE_PATH"

@@ -242,16 +242,29 @@ assert_refused() {
 	[ -L "$f" ] || fail "the symlink was replaced"
 }
 
-@test "owner.json with group/world permission bits is refused (65 or 77)" {
+@test "owner.json with group/world permission bits or a foreign owner: 77 WSLOCK_UNSAFE_PATH for every command, nothing changed" {
 	mkws a
 	acquire_as $$ "$(W a)"
-	chmod 0644 "$(lock_dir_of "$(W a)")/owner.json"
-	before=$(registry_snapshot)
-	run --separate-stderr wsl acquire -n --pid $$ "$(W a)"
-	[[ $status == 65 || $status == 77 ]] || fail "acquire: status $status, output $output"
-	run --separate-stderr wsl release --token "$(json_get .token "$OWNER")" "$(W a)"
-	[[ $status == 65 || $status == 77 ]] || fail "release: status $status, output $output"
-	assert_same_snapshot "$before" "$(registry_snapshot)"
+	local f
+	f=$(lock_dir_of "$(W a)")/owner.json
+	wsl inspect --owner "$(W a)" >"$BATS_TEST_TMPDIR/owner.json"
+	for bad in "chmod 0644 $f" "chmod 0600 $f; chown 65534 $f"; do
+		eval "$bad"
+		before=$(registry_snapshot)
+		run -77 --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+		assert_json_error WSLOCK_UNSAFE_PATH
+		run -77 --separate-stderr wsl run -n "$(W a)" -- echo SHOULD-NOT-RUN
+		[ -z "$output" ]
+		run -77 --separate-stderr wsl release --token "$(json_get .token "$OWNER")" "$(W a)"
+		assert_json_error WSLOCK_UNSAFE_PATH
+		run -77 --separate-stderr wsl recover --force --reason test \
+			--expected-owner "$BATS_TEST_TMPDIR/owner.json" "$(W a)"
+		assert_json_error WSLOCK_UNSAFE_PATH
+		# inspect shows it, as a corrupt lock, and says why.
+		run -0 --separate-stderr wsl inspect "$(W a)"
+		jq_ok '.state == "corrupt" and (.problem | length > 0)'
+		assert_same_snapshot "$before" "$(registry_snapshot)"
+	done
 }
 
 # Malformed owner documents (every class, as a lock file and as the

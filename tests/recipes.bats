@@ -495,3 +495,50 @@ ci_job() {
 		[ "$rc" -eq 0 ] && [ "$made" -eq 0 ] || fail "under systemd-run: exit $rc: $output"
 	fi
 }
+
+# The "coming from flock" table: each row whose two columns are commands is
+# run both ways, on a free and on a held lock, and the exit statuses must be
+# the same (the table's promise to a ported script).
+@test "README flock-table: each wslock line exits as its flock line, free and held" {
+	command -v flock >/dev/null || skip "flock(1) is not installed"
+	local rows row f w n=0 held_f held_w st_f st_w fpid
+	rows=$(awk '/^<!-- flock-table -->/ { t = 1; next } t && !/^\|/ && NR > 1 && seen { exit }
+		t && /^\|/ { seen = 1; print }' "$README" | tail -n +3)
+	[ -n "$rows" ] || fail "no flock table in README"
+	mkdir -p "$T/srv/d"
+	: >"$T/lockfile"
+	# subst TEXT: the table's placeholders made concrete (a 10 s wait shortened).
+	subst() {
+		sed -e "s|FILE|$T/lockfile|g" -e "s|DIR|$T/srv/d|g" -e 's|CMD|true|g' \
+			-e "s|'STRING'|'exit 4'|g" -e 's|-w 10 |-w 0.2 |g' <<<"$1"
+	}
+	while IFS= read -r row; do
+		f=$(awk -F'|' '{ print $2 }' <<<"$row" | sed -n 's/^ *`\(.*\)` *$/\1/p')
+		w=$(awk -F'|' '{ print $3 }' <<<"$row" | sed -n 's/^ *`\([^`]*\)` *$/\1/p')
+		case $f in flock\ *) ;; *) continue ;; esac
+		case $w in "wslock run "*) ;; *) continue ;; esac
+		f=$(subst "$f") w=$(subst "$w")
+		n=$((n + 1))
+		st_f=0 st_w=0
+		SHELL=/bin/sh timeout 20 sh -c "$f" >/dev/null 2>&1 || st_f=$?
+		timeout 20 sh -c "$w" >/dev/null 2>&1 || st_w=$?
+		[ "$st_f" = "$st_w" ] || fail "free: '$f' exits $st_f, '$w' exits $st_w"
+		# Held: only rows that give up (-n, -w) can be compared.
+		case $f in *" -n "* | *" -w "*) ;; *) continue ;; esac
+		# -o: the lock stays with flock itself, so that killing it frees the file.
+		flock -o "$T/lockfile" sleep 300 </dev/null >/dev/null 2>&1 3>&- &
+		fpid=$!
+		track_pid "$fpid"
+		wait_for "! flock -n '$T/lockfile' true" 10
+		hold "$T/srv/d"
+		st_f=0 st_w=0
+		timeout 20 sh -c "$f" >/dev/null 2>&1 || st_f=$?
+		timeout 20 sh -c "$w" >/dev/null 2>&1 || st_w=$?
+		kill "$fpid"
+		wait "$fpid" 2>/dev/null || true
+		unhold
+		[ "$st_f" = "$st_w" ] || fail "held: '$f' exits $st_f, '$w' exits $st_w"
+		[ "$st_f" -ne 0 ] || fail "held: '$f' did not give up"
+	done <<<"$rows"
+	[ "$n" -ge 5 ] || fail "only $n comparable rows in the flock table"
+}

@@ -6,7 +6,8 @@
 # command's own completion.
 
 _wslock_subcommands='acquire release run inspect recover reclaim'
-_wslock_global_opts='-d --lock-dir --backend -h --help -V --version'
+_wslock_global_opts='-d --lock-dir --backend --etcd-endpoints --etcd-prefix
+	--lease-ttl --pretty -q --quiet -v --verbose -h --help -V --version'
 _wslock_common_opts='-d --lock-dir --backend --etcd-endpoints --etcd-prefix
 	--lease-ttl --pretty -q --quiet -v --verbose -h --help'
 

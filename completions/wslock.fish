@@ -53,6 +53,12 @@ complete -c wslock -f
 # Before the subcommand.
 complete -c wslock -n 'not __wslock_subcommand' -s d -l lock-dir -r -f -a '(__fish_complete_directories)' -d 'Registry directory'
 complete -c wslock -n 'not __wslock_subcommand' -l backend -x -a 'local etcd' -d 'Where locks live'
+complete -c wslock -n 'not __wslock_subcommand' -l etcd-endpoints -x -d 'etcd client URLs, comma-separated'
+complete -c wslock -n 'not __wslock_subcommand' -l etcd-prefix -x -d 'etcd key prefix'
+complete -c wslock -n 'not __wslock_subcommand' -l lease-ttl -x -d 'etcd: lease of a holder, seconds'
+complete -c wslock -n 'not __wslock_subcommand' -l pretty -d 'Indent JSON output'
+complete -c wslock -n 'not __wslock_subcommand' -s q -l quiet -d 'No waiting notice or hints on stderr'
+complete -c wslock -n 'not __wslock_subcommand' -s v -l verbose -d 'Say more on stderr'
 complete -c wslock -n 'not __wslock_subcommand' -s h -l help -d 'Show help and exit'
 complete -c wslock -n 'not __wslock_subcommand' -s V -l version -d 'Print the version and exit'
 complete -c wslock -n 'not __wslock_subcommand' -a acquire -d 'Lock a workspace for a holder that outlives wslock'

@@ -40,7 +40,7 @@ static size_t count_options(const struct cli_option *o)
 	return n;
 }
 
-static void help_options(const struct cli_option *o)
+static void help_options(FILE *out, const struct cli_option *o)
 {
 	char left[64];
 
@@ -52,9 +52,9 @@ static void help_options(const struct cli_option *o)
 			snprintf(left, sizeof(left), "    --%s%s%s", o->name,
 				 o->arg_name ? " " : "", o->arg_name ? o->arg_name : "");
 		if (strlen(left) > 26)
-			printf("  %s\n  %-26s %s\n", left, "", o->help);
+			fprintf(out, "  %s\n  %-26s %s\n", left, "", o->help);
 		else
-			printf("  %-26s %s\n", left, o->help);
+			fprintf(out, "  %-26s %s\n", left, o->help);
 	}
 }
 
@@ -63,15 +63,168 @@ void cli_help(const struct cli_command *cmd)
 	printf("usage: wslock %s %s\n\n%s\n", cmd->name, cmd->synopsis, cmd->summary);
 	if (count_options(cmd->options) > 0) {
 		printf("\noptions:\n");
-		help_options(cmd->options);
+		help_options(stdout, cmd->options);
 	}
 	printf("\ncommon options:\n");
-	help_options(common_options);
+	help_options(stdout, common_options);
 	if (cmd->details != NULL)
 		printf("\n%s", cmd->details);
 	printf("\nExit status: 0 done; 64 usage; 65 owner mismatch or corrupt lock; 66 no\n"
 	       "workspace or not held; 69 recovery required; 75 busy or timeout; 77 unsafe\n"
 	       "path; 78 ownership lost (see wslock(1)).\n");
+}
+
+void cli_help_common(FILE *out)
+{
+	help_options(out, common_options);
+}
+
+/* The common option named by the word w before the subcommand, its long
+ * name ("--name[=value]", unambiguous prefixes too, as getopt_long takes
+ * them) or its letter: NULL when none. */
+static const struct cli_option *global_long(const char *name, size_t len)
+{
+	const struct cli_option *o, *found = NULL;
+
+	for (o = common_options; o->name != NULL; o++) {
+		if (strncmp(o->name, name, len) != 0)
+			continue;
+		if (o->name[len] == '\0')
+			return o;	/* exact */
+		if (found != NULL)
+			return NULL;	/* ambiguous */
+		found = o;
+	}
+	return found;
+}
+
+static const struct cli_option *global_short(int ch)
+{
+	const struct cli_option *o;
+
+	for (o = common_options; o->name != NULL; o++)
+		if (o->id == ch)
+			return o;
+	return NULL;
+}
+
+/* Appends "--name" or "--name=value" to out->argv (room was made). */
+static int hoist_word(struct cli_argv *out, size_t *nowned, const char *name,
+		      const char *value, struct wsl_error *err)
+{
+	size_t len = strlen(name) + 3 + (value != NULL ? strlen(value) + 1 : 0);
+	char *w = malloc(len);
+
+	if (w == NULL)
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	snprintf(w, len, "--%s%s%s", name, value != NULL ? "=" : "",
+		 value != NULL ? value : "");
+	out->owned[(*nowned)++] = w;
+	out->argv[out->argc++] = w;
+	return 0;
+}
+
+/* One word of options before the subcommand, at argv[*i] (moved past the
+ * value it consumes). Returns CLI_GLOBAL_COMMAND to go on, HELP or
+ * VERSION, or -1 with err. */
+static int hoist_one(int argc, char **argv, int *i, struct cli_argv *out,
+		     size_t *nowned, struct wsl_error *err)
+{
+	const char *a = argv[*i];
+	const struct cli_option *o;
+
+	if (a[1] == '-') {
+		const char *eq = strchr(a + 2, '=');
+		size_t len = eq != NULL ? (size_t)(eq - a - 2) : strlen(a + 2);
+
+		o = len > 0 ? global_long(a + 2, len) : NULL;
+		/* --version is wslock's own, not a subcommand's. */
+		if (o == NULL && len > 0 && strncmp(a + 2, "version", len) == 0 && eq == NULL)
+			return CLI_GLOBAL_VERSION;
+		if (o == NULL)
+			return wsl_error_set(err, WSL_USAGE, "unknown option %s before the command", a);
+		if (o->id == 'h')
+			return CLI_GLOBAL_HELP;
+		if (o->has_arg == no_argument) {
+			if (eq != NULL)
+				return wsl_error_set(err, WSL_USAGE, "option --%s takes no value", o->name);
+			return hoist_word(out, nowned, o->name, NULL, err);
+		}
+		if (eq != NULL)
+			return hoist_word(out, nowned, o->name, eq + 1, err);
+		if (*i + 1 >= argc)
+			return wsl_error_set(err, WSL_USAGE, "option %s needs a value", a);
+		return hoist_word(out, nowned, o->name, argv[++*i], err);
+	}
+	for (a++; *a != '\0'; a++) {
+		if (*a == 'V')
+			return CLI_GLOBAL_VERSION;
+		o = global_short((unsigned char)*a);
+		if (o == NULL)
+			return wsl_error_set(err, WSL_USAGE, "unknown option -%c before the command", *a);
+		if (o->id == 'h')
+			return CLI_GLOBAL_HELP;
+		if (o->has_arg == no_argument) {
+			if (hoist_word(out, nowned, o->name, NULL, err) != 0)
+				return -1;
+			continue;
+		}
+		if (a[1] != '\0')
+			return hoist_word(out, nowned, o->name, a + 1, err);
+		if (*i + 1 >= argc)
+			return wsl_error_set(err, WSL_USAGE, "option -%c needs a value", *a);
+		return hoist_word(out, nowned, o->name, argv[++*i], err);
+	}
+	return CLI_GLOBAL_COMMAND;
+}
+
+int cli_hoist_globals(int argc, char **argv, int *cmd_index, struct cli_argv *out,
+		      struct wsl_error *err)
+{
+	size_t nowned = 0, room = 2;
+	int i, k, rc;
+
+	/* A word becomes at most one word per letter (a cluster like -qv). */
+	for (i = 0; i < argc; i++)
+		room += strlen(argv[i]) + 1;
+	out->argc = 0;
+	out->argv = calloc(room, sizeof(*out->argv));
+	out->owned = calloc(room, sizeof(*out->owned));
+	if (out->argv == NULL || out->owned == NULL) {
+		cli_argv_free(out);
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	}
+	out->argc = 1;		/* argv[0]: the subcommand, set below */
+	for (i = 1; i < argc && argv[i][0] == '-' && argv[i][1] != '\0'; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			i++;
+			break;
+		}
+		rc = hoist_one(argc, argv, &i, out, &nowned, err);
+		if (rc != CLI_GLOBAL_COMMAND)
+			return rc;
+	}
+	*cmd_index = i;
+	if (i >= argc)
+		return CLI_GLOBAL_NONE;
+	out->argv[0] = argv[i];
+	for (k = i + 1; k < argc; k++)
+		out->argv[out->argc++] = argv[k];
+	out->argv[out->argc] = NULL;
+	return CLI_GLOBAL_COMMAND;
+}
+
+void cli_argv_free(struct cli_argv *a)
+{
+	size_t i;
+
+	for (i = 0; a->owned != NULL && a->owned[i] != NULL; i++)
+		free(a->owned[i]);
+	free(a->owned);
+	free(a->argv);
+	a->owned = NULL;
+	a->argv = NULL;
+	a->argc = 0;
 }
 
 int cli_parse(struct cli *c, const struct cli_command *cmd, int argc,

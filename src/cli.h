@@ -7,6 +7,7 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <jansson.h>
 
 #include "error.h"
@@ -66,6 +67,43 @@ int cli_parse(struct cli *c, const struct cli_command *cmd, int argc,
 
 /* Prints the --help text of cmd on stdout. */
 void cli_help(const struct cli_command *cmd);
+
+/* Prints the rows of the common options (the one table cli_parse uses) to
+ * out, for the usage text of wslock itself. */
+void cli_help_common(FILE *out);
+
+/* What the options before the subcommand ask for. */
+enum cli_global {
+	CLI_GLOBAL_COMMAND,	/* run the subcommand */
+	CLI_GLOBAL_HELP,	/* -h/--help came first: wslock's own usage */
+	CLI_GLOBAL_VERSION,	/* -V/--version came first */
+	CLI_GLOBAL_NONE,	/* no subcommand follows */
+};
+
+/* The subcommand's argument vector that cli_hoist_globals builds. */
+struct cli_argv {
+	int argc;
+	char **argv;		/* argv[0] the subcommand, NULL-terminated */
+	char **owned;		/* the words it allocated, NULL-terminated */
+};
+
+/*
+ * Reads the options before the subcommand in main's argv by the common
+ * option table (the one cli_parse uses after it, so that every common
+ * option works in both places) and builds the subcommand's argv with them
+ * moved after its name: "wslock -q --lease-ttl 5 run W -- x" gives
+ * {"run", "--quiet", "--lease-ttl=5", "W", "--", "x"}. Each moved option
+ * becomes one word, so that neither its value nor a "--" can be taken for
+ * an operand; values are checked by cli_parse, with the same messages.
+ * Sets *cmd_index to the subcommand's index in argv. Returns what to do
+ * (enum cli_global), or -1 with err (WSL_USAGE: unknown option, missing
+ * value) or WSL_OS (out of memory).
+ */
+int cli_hoist_globals(int argc, char **argv, int *cmd_index, struct cli_argv *out,
+		      struct wsl_error *err);
+
+/* Frees what cli_hoist_globals allocated. */
+void cli_argv_free(struct cli_argv *a);
 
 /* Parses a number of seconds (fractional, 0 .. 1e9) into milliseconds;
  * -1 when it is not one. */

@@ -1,4 +1,5 @@
-/* main.c - global options and the subcommand table. */
+/* main.c - the subcommand table; options before the subcommand go to it
+ * through the same option table as after it (cli_hoist_globals). */
 #include "child.h"
 #include "cli.h"
 #include "output.h"
@@ -27,18 +28,16 @@ static void usage(FILE *out)
 {
 	size_t i;
 
-	fprintf(out, "usage: wslock [-d DIR] COMMAND [options] [ARGS]\n\n"
+	fprintf(out, "usage: wslock [options] COMMAND [options] [ARGS]\n\n"
 		"A crash-safe lock on a workspace directory: who holds it, whether the\n"
 		"holder is alive, and recovery only from a provably dead holder.\n\n"
 		"commands:\n");
 	for (i = 0; i < NCOMMANDS; i++)
 		fprintf(out, "  %-9s %s\n", commands[i]->name, commands[i]->summary);
-	fprintf(out, "\nglobal options:\n"
-		"  -d, --lock-dir DIR  registry directory (also accepted after COMMAND)\n"
-		"      --backend NAME  local (default) or etcd; --etcd-endpoints URLS\n"
-		"  -h, --help          show this help; 'wslock COMMAND --help' for one command\n"
-		"  -V, --version       print the version\n\n"
-		"See wslock(1).\n");
+	fprintf(out, "\noptions (before COMMAND or after it):\n");
+	cli_help_common(out);
+	fprintf(out, "  -V, --version              print the version and exit\n\n"
+		"'wslock COMMAND --help' shows the options of one command. See wslock(1).\n");
 }
 
 static const struct cli_command *find_command(const char *name)
@@ -63,7 +62,7 @@ static bool ensure_std_fds(void)
 		if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
 			int nfd = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
 			if (nfd < 0 || nfd != fd)
-				_exit(71);
+				_exit(wsl_code_exit(WSL_OS));
 			if (fd == STDOUT_FILENO)
 				stdout_closed = true;
 		}
@@ -71,62 +70,69 @@ static bool ensure_std_fds(void)
 	return stdout_closed;
 }
 
+/* Runs the subcommand named at argv[i], with the options before it moved
+ * after its name (cli_hoist_globals). */
+static int run_command(struct cli *c, const struct cli_command *cmd,
+		       struct cli_argv *args, bool stdout_closed)
+{
+	c->cmd = cmd->name;
+	/* Output nobody can read: acquire's token would be lost for good, and
+	 * a JSON answer would be reported as done while nobody saw it. (run
+	 * prints nothing; its command decides about its own stdout.) */
+	if (stdout_closed && cmd != &cmd_run && cmd != &cmd_recover) {
+		fprintf(stderr, "wslock: standard output is closed: the answer of '%s' would be lost; nothing done [%s]\n",
+			cmd->name, wsl_code_name(WSL_IO));
+		return wsl_code_exit(WSL_IO);
+	}
+	return cmd->run(c, args->argc, args->argv);
+}
+
 int main(int argc, char **argv)
 {
 	const struct cli_command *cmd;
+	struct wsl_error err = { 0 };
+	struct cli_argv args = { 0, NULL, NULL };
 	struct cli c = { 0 };
 	bool stdout_closed;
-	int i = 1;
+	int i, what, status;
 
 	stdout_closed = ensure_std_fds();
 	child_note_inherited_fds();
 	if (crypto_setup() != 0) {
-		fprintf(stderr, "wslock: cannot initialise libsodium\n");
-		return 71;
+		fprintf(stderr, "wslock: cannot initialise libsodium [%s]\n", wsl_code_name(WSL_OS));
+		return wsl_code_exit(WSL_OS);
 	}
-	while (i < argc && argv[i][0] == '-') {
-		const char *a = argv[i];
-		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-			usage(stdout);
-			return 0;
-		} else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
-			printf("wslock %s\n", WSLOCK_VERSION);
-			return 0;
-		} else if (strcmp(a, "-d") == 0 || strcmp(a, "--lock-dir") == 0 ||
-			   strcmp(a, "--backend") == 0 || strcmp(a, "--etcd-endpoints") == 0) {
-			if (i + 1 >= argc)
-				return output_usage(&c, "option %s needs a value", a);
-			if (a[1] == 'd' || strcmp(a, "--lock-dir") == 0)
-				c.reg_cfg.lock_dir = argv[i + 1];
-			else if (strcmp(a, "--backend") == 0)
-				c.reg_cfg.backend = argv[i + 1];
-			else
-				c.reg_cfg.etcd_endpoints = argv[i + 1];
-			i += 2;
-		} else if (strncmp(a, "--lock-dir=", 11) == 0) {
-			c.reg_cfg.lock_dir = a + 11;
-			i++;
-		} else if (strncmp(a, "--backend=", 10) == 0) {
-			c.reg_cfg.backend = a + 10;
-			i++;
-		} else if (strncmp(a, "-d", 2) == 0) {
-			c.reg_cfg.lock_dir = a + 2;
-			i++;
-		} else {
-			return output_usage(&c, "unknown option %s before the command", a);
-		}
-	}
-	if (i >= argc) {
+	what = cli_hoist_globals(argc, argv, &i, &args, &err);
+	switch (what) {
+	case CLI_GLOBAL_HELP:
+		cli_argv_free(&args);
+		usage(stdout);
+		return 0;
+	case CLI_GLOBAL_VERSION:
+		cli_argv_free(&args);
+		printf("wslock %s\n", WSLOCK_VERSION);
+		return 0;
+	case CLI_GLOBAL_NONE:
+		cli_argv_free(&args);
 		usage(stderr);
-		return 64;
+		return wsl_code_exit(WSL_USAGE);
+	case CLI_GLOBAL_COMMAND:
+		break;
+	default:
+		cli_argv_free(&args);
+		status = err.code == WSL_USAGE ? output_usage(&c, "%s", err.message) :
+			output_error(&c, &err);
+		wsl_error_clear(&err);
+		return status;
 	}
 	if (strcmp(argv[i], "help") == 0) {
+		cli_argv_free(&args);
 		if (i + 1 < argc && (cmd = find_command(argv[i + 1])) != NULL) {
 			cli_help(cmd);
 			return 0;
 		}
 		usage(stdout);
-		return i + 1 < argc ? 64 : 0;
+		return i + 1 < argc ? wsl_code_exit(WSL_USAGE) : 0;
 	}
 	cmd = find_command(argv[i]);
 	if (cmd == NULL) {
@@ -135,16 +141,10 @@ int main(int argc, char **argv)
 		for (k = 0; k < NCOMMANDS; k++)
 			len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s",
 						k ? ", " : "", commands[k]->name);
+		cli_argv_free(&args);
 		return output_usage(&c, "unknown command '%s' (%s)", argv[i], names);
 	}
-	c.cmd = cmd->name;
-	/* Output nobody can read: acquire's token would be lost for good, and
-	 * a JSON answer would be reported as done while nobody saw it. (run
-	 * prints nothing; its command decides about its own stdout.) */
-	if (stdout_closed && cmd != &cmd_run && cmd != &cmd_recover) {
-		fprintf(stderr, "wslock: standard output is closed: the answer of '%s' would be lost; nothing done [WSLOCK_IO]\n",
-			cmd->name);
-		return 74;
-	}
-	return cmd->run(&c, argc - i, argv + i);
+	status = run_command(&c, cmd, &args, stdout_closed);
+	cli_argv_free(&args);
+	return status;
 }

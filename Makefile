@@ -71,9 +71,10 @@ unit: $(UNIT)
 # tests/netfs.bats needs. tests/unit/run.sh runs test_etcd against its own
 # etcd when etcd is installed; tests/run-bats.sh fails a CI run (CI=true)
 # on any skipped test that tests/skips.allowed does not justify.
+# BATS_FLAGS passes options to bats (make check BATS_FLAGS=-T: per-test times).
 check: wslock wslock-test $(UNIT)
 	tests/unit/run.sh $(addprefix ./,$(UNIT))
-	tests/run-bats.sh tests/
+	tests/run-bats.sh $(BATS_FLAGS) tests/
 
 # The etcd client against a real single node and a three-node cluster
 # (Debian's etcd-server); tests/etcd.bats, part of check, covers the backend.

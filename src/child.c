@@ -14,6 +14,7 @@
 #include "child.h"
 #include "output.h"
 #include "fsx.h"
+#include "keeper.h"
 #include "platform.h"
 
 #include <dirent.h>
@@ -152,6 +153,8 @@ static int supervise(struct registry *reg, const struct owner *o,
 	 * to receive the terminal's SIGINT (we are in the foreground). */
 	if (registry_keepalive(reg, o, &next_ms, &ttl_ms, err) != 0)
 		return -1;
+	if (next_ms >= 0)	/* a lease: its keeper runs the command */
+		return keeper_supervise(reg, o, ch, wstatus, err);
 	own_group = next_ms >= 0 && tcgetpgrp(STDIN_FILENO) != getpgrp();
 	if (next_ms >= 0)
 		keep_at = platform_mono_ms() + next_ms;
@@ -273,10 +276,13 @@ int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
 	if (set_child_env(reg, o, &err) != 0 ||
 	    supervise(reg, o, ch, live_fd, &wstatus, &err) != 0) {
 		/* The child never ran, or the lock was lost under it: release
-		 * what is still ours (never another owner's), then report. */
+		 * what is still ours (never another owner's), then report. A
+		 * lost lock is not ours: no release to wait for. */
 		struct wsl_error rerr = { 0 };
-		registry_release(reg, o->workspace_root, o->token, NULL, &rerr);
+		if (err.code != WSL_OWNERSHIP_LOST)
+			registry_release(reg, o->workspace_root, o->token, NULL, &rerr);
 		wsl_error_clear(&rerr);
+		keeper_done();
 		fsx_close(live_fd);
 		status = output_error(c, &err);
 		wsl_error_clear(&err);
@@ -290,6 +296,7 @@ int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
 			wsl_error_set(&err, WSL_INTERNAL, "cannot format retained.json");
 		free(doc);
 		fsx_close(live_fd);
+		keeper_done();
 		if (rc != 0) {
 			output_error(c, &err);
 			wsl_error_clear(&err);
@@ -301,6 +308,17 @@ int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
 		return status;
 	}
 	if (registry_release(reg, o->workspace_root, o->token, NULL, &err) != 0) {
+		keeper_done();
+		if (err.code == WSL_BACKEND_UNAVAILABLE) {
+			/* The command finished: its status is the answer. The
+			 * lock stays, and reads as dead once its lease runs
+			 * out (recovery required): say so, not 69. */
+			fprintf(stderr, "wslock: the command finished, but the lock of %s could not be released (%s): it is left held, dead once its lease runs out; see 'wslock inspect %s'\n",
+				o->workspace_root, err.message, o->workspace_root);
+			fsx_close(live_fd);
+			wsl_error_clear(&err);
+			return status;
+		}
 		if (err.code == WSL_NOT_HELD)
 			wsl_error_set(&err, WSL_OWNERSHIP_LOST,
 				      "the lock of %s was removed while this command held it; nothing released",
@@ -310,6 +328,7 @@ int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
 		wsl_error_clear(&err);
 		return status;
 	}
+	keeper_done();
 	fsx_close(live_fd);
 	return status;
 }

@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OPT_PRETTY = 1000, OPT_BACKEND, OPT_ETCD_ENDPOINTS, OPT_ETCD_PREFIX, OPT_LEASE_TTL };
+enum { OPT_PRETTY = 1000, OPT_BACKEND, OPT_ETCD_ENDPOINTS, OPT_ETCD_PREFIX, OPT_LEASE_TTL,
+       OPT_ETCD_TIMEOUT };
 
 static const struct cli_option common_options[] = {
 	{ "lock-dir", 'd', required_argument, "DIR",
@@ -24,6 +25,8 @@ static const struct cli_option common_options[] = {
 	  "etcd key prefix (default /wslock/)" },
 	{ "lease-ttl", OPT_LEASE_TTL, required_argument, "SECONDS",
 	  "etcd: lease of a holder, kept alive while it runs (default 15)" },
+	{ "etcd-timeout", OPT_ETCD_TIMEOUT, required_argument, "SECONDS",
+	  "etcd: connect and reply timeout of one request (default 5, or $WSLOCK_ETCD_TIMEOUT)" },
 	{ "pretty", OPT_PRETTY, no_argument, NULL, "indent JSON output" },
 	{ "quiet", 'q', no_argument, NULL, "no waiting notice or hints on stderr" },
 	{ "verbose", 'v', no_argument, NULL, "say more on stderr" },
@@ -284,6 +287,16 @@ int cli_parse(struct cli *c, const struct cli_command *cmd, int argc,
 				goto done;
 			}
 			c->reg_cfg.lease_ttl_s = ttl;
+			break;
+		}
+		case OPT_ETCD_TIMEOUT: {
+			long long ms = cli_opt_seconds("--etcd-timeout", optarg, &err);
+			if (ms <= 0) {
+				*status = output_usage(c, "--etcd-timeout takes a positive number of seconds, not '%s'", optarg);
+				wsl_error_clear(&err);
+				goto done;
+			}
+			c->reg_cfg.timeout_ms = ms > 600000 ? 600000 : (long)ms;
 			break;
 		}
 		case 'h':

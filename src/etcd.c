@@ -124,6 +124,7 @@ struct etcd_client {
 	size_t n_urls;
 	size_t current;		/* index of the endpoint that last worked */
 	long timeout_ms;
+	long long deadline_ms;	/* CLOCK_MONOTONIC; 0: none (etcd_set_deadline) */
 	CURL *curl;
 	struct curl_slist *headers;
 	struct curl_slist *watch_headers;
@@ -282,6 +283,11 @@ int etcd_open(struct etcd_client **out, const char *endpoints, long timeout_ms,
 fail:
 	etcd_close(c);
 	return -1;
+}
+
+void etcd_set_deadline(struct etcd_client *c, long long deadline_ms)
+{
+	c->deadline_ms = deadline_ms;
 }
 
 void etcd_close(struct etcd_client *c)
@@ -448,8 +454,20 @@ static enum attempt_end attempt(struct etcd_client *c, const char *base,
 	why[0] = '\0';
 	snprintf(url, sizeof(url), "%s%s", base, path);
 
-	prepare(c, url, c->headers, req, req_len, c->timeout_ms, c->timeout_ms,
-		write_body, &b);
+	{
+		long t = c->timeout_ms;
+		if (c->deadline_ms > 0) {
+			long long left = c->deadline_ms - platform_mono_ms();
+			if (left <= 0) {
+				*sent = false;
+				snprintf(why, cap, "the deadline passed before it could be sent");
+				return ATTEMPT_STOP;
+			}
+			if (left < t)
+				t = (long)left;
+		}
+		prepare(c, url, c->headers, req, req_len, t, t, write_body, &b);
+	}
 	rc = curl_easy_perform(c->curl);
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
 	curl_easy_getinfo(c->curl, CURLINFO_REQUEST_SIZE, &request_size);

@@ -155,6 +155,15 @@ struct etcd_txn_result {
 int etcd_open(struct etcd_client **out, const char *endpoints, long timeout_ms,
 	      struct wsl_error *err);
 
+/*
+ * Bounds every later request and its connection by deadline_ms, a
+ * CLOCK_MONOTONIC time in ms, as well as by the timeout (0: no deadline).
+ * A request that would start after the deadline fails at once with
+ * WSL_BACKEND_UNAVAILABLE, not sent. A lease holder sets it to the time
+ * its lease may expire, so that no renewal waits past it.
+ */
+void etcd_set_deadline(struct etcd_client *c, long long deadline_ms);
+
 /* Frees the client and closes its connections; NULL is ignored. */
 void etcd_close(struct etcd_client *c);
 

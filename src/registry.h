@@ -49,6 +49,9 @@ struct registry {
 	char real[PATH_MAX];	/* local: canonical, for the disjointness check */
 	long long fence;	/* fencing token of the lock last acquired or
 				 * taken over (etcd create revision), 0: none */
+	long long keep_deadline_ms;	/* registry_keepalive: no request may
+					 * end after this CLOCK_MONOTONIC time
+					 * (ms); 0: the lease's own deadline */
 };
 
 /* How long a call may wait for the registry itself (local: its

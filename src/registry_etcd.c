@@ -5,9 +5,20 @@
  *
  *   P "lock" W       the lock of W: exactly the owner document bytes that the
  *                    local backend writes to owner.json (one line and '\n').
- *                    Bound to the holder's lease while `run` (or `recover
- *                    -- CMD`) keeps it alive; without a lease for `acquire`,
- *                    whose holder is a script, and once retained.
+ *                    Never bound to a lease (0.2): a crash leaves it, as on
+ *                    disk. (0.1 bound it to the holder's lease while `run`
+ *                    kept it alive; such a key still reads as live while it
+ *                    exists.)
+ *   P "lease" W      for a holder kept alive by a keeper (`run`, `recover
+ *                    -- CMD`): {"token":…,"lease":"<hex id>","ttl_s":N,
+ *                    "lock_delay_s":N}, not bound to a lease: it says that
+ *                    the lock's liveness is the liveness key's.
+ *   P "live" W       the holder's token, bound to its liveness lease,
+ *                    granted for TTL + lock-delay; the holder works to a
+ *                    deadline of TTL from the send time of its last
+ *                    successful renewal, so it has stopped its command
+ *                    lock-delay before this key can vanish. Lease key
+ *                    present and live key gone: the holder is dead.
  *   P "retained" W   retained.json of a lock kept for recovery.
  *   P "journal/" T   one audit line per takeover; T is the time in
  *                    microseconds, zero-padded, and random hex: sortable and
@@ -28,9 +39,9 @@
  *    revision of the put (a put keeps the create revision, so the new owner
  *    gets the transaction's revision, greater than any earlier fence).
  *
- * A crash of a `run` holder frees its lock when the lease expires (TTL after
- * the last renewal); an acquire's lock stays until release or recover, as
- * the local one does. A write whose outcome is unknown (the endpoint failed
+ * A crash of a `run` holder leaves its lock, dead once the liveness lease
+ * has expired: the next job gets "recovery required", as on disk; an
+ * acquire's lock stays until release or recover, as the local one does. A write whose outcome is unknown (the endpoint failed
  * after the request was sent) is settled by reading back: our token in the
  * stored bytes (or our journal or retained key) means it was applied.
  */
@@ -54,16 +65,24 @@
 #define KEY_MAX (PREFIX_MAX + 16 + PATH_MAX)
 #define DEPTH_MAX 100			/* ancestors compared in one txn
 					 * (etcd allows 128 operations) */
-#define READ_CHUNK 50			/* workspaces read per txn (2 ranges each) */
+#define READ_CHUNK 30			/* workspaces read per txn (4 ranges each) */
+#define KINDS 4				/* keys per workspace: see the top */
 #define WAIT_SLICE_MS 1000		/* a watch cannot be interrupted: slices */
 
 struct etcd_state {
 	struct etcd_client *c;
 	char prefix[PREFIX_MAX + 1];
 	size_t prefix_len;
-	long long ttl_s;
+	long long ttl_s;		/* the holder's TTL: its deadline, s */
+	long long delay_s;		/* lock-delay: the lease lasts ttl + this */
 	long long lease;		/* granted lease, 0: none */
-	bool lease_used;		/* a lock key is bound to it */
+	long long lease_sent_ms;	/* CLOCK_MONOTONIC send time of its
+					 * last successful grant or renewal */
+	bool lease_used;		/* a lock's live key is bound to it */
+	pid_t pid;			/* the process that opened c: a keeper
+					 * (a forked child) opens its own */
+	char endpoints[ETCD_MAX_ENDPOINTS * 1100];
+	long timeout_ms;
 	char lease_token[WSL_TOKEN_HEX + 1];	/* that lock's owner */
 	char lease_ws[PATH_MAX];
 	long long last_rev;		/* header revision of the last read */
@@ -135,13 +154,74 @@ static bool same_bytes(const char *a, size_t alen, const char *b, size_t blen)
 	return a != NULL && b != NULL && alen == blen && memcmp(a, b, alen) == 0;
 }
 
-/* Fills e (and *m) for workspace path from its lock and retained keys
- * (either may be NULL: absent). */
-static int fill_entry(const char *path,
-		      const struct etcd_kv *lock, const struct etcd_kv *ret,
+enum { K_LOCK, K_RETAINED, K_LEASE, K_LIVE };
+static const char *const kind_names[KINDS] = { "lock", "retained", "lease", "live" };
+
+/* The lease key's value for token's lock on lease (see the top). */
+static char *lease_doc(const struct etcd_state *s, const char *token, long long lease)
+{
+	char id[32];
+	json_t *o = json_object();
+	char *text;
+
+	snprintf(id, sizeof(id), "%llx", (unsigned long long)lease);
+	json_object_set_new(o, "token", json_string(token));
+	json_object_set_new(o, "lease", json_string(id));
+	json_object_set_new(o, "ttl_s", json_integer(s->ttl_s));
+	json_object_set_new(o, "lock_delay_s", json_integer(s->delay_s));
+	text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	return text;
+}
+
+/* True when the lease key kv names token; its lease id goes to *lease. */
+static bool lease_doc_names(const struct etcd_kv *kv, const char *token,
+			    long long *lease, long long *delay_s)
+{
+	json_t *o = json_loadb(kv->value, kv->value_len, 0, NULL);
+	const char *t = json_string_value(json_object_get(o, "token"));
+	const char *id = json_string_value(json_object_get(o, "lease"));
+	bool ok = t != NULL && strcmp(t, token) == 0;
+
+	*lease = id != NULL ? (long long)strtoull(id, NULL, 16) : 0;
+	*delay_s = json_integer_value(json_object_get(o, "lock_delay_s"));
+	json_decref(o);
+	return ok;
+}
+
+/* The liveness of a lock whose keeper renews a liveness lease (DESIGN.md
+ * section 4, step 2): its live key exists while the lease does. */
+static void probe_lease(struct lock_entry *e, const struct etcd_kv *lease_kv,
+			const struct etcd_kv *live_kv)
+{
+	long long lease = 0, delay = 0;
+
+	if (!lease_doc_names(lease_kv, e->owner.token, &lease, &delay)) {
+		e->liveness = LIVENESS_UNKNOWN;
+		snprintf(e->reason, sizeof(e->reason),
+			 "the etcd lease key of this lock names another holder");
+	} else if (live_kv != NULL &&
+		   same_bytes(live_kv->value, live_kv->value_len, e->owner.token,
+			      strlen(e->owner.token))) {
+		e->liveness = LIVENESS_LIVE;
+		snprintf(e->reason, sizeof(e->reason),
+			 "its liveness lease %llx is alive: its keeper renews it",
+			 (unsigned long long)lease);
+	} else {
+		e->liveness = LIVENESS_DEAD;
+		snprintf(e->reason, sizeof(e->reason),
+			 "its liveness lease %llx expired or was revoked: its holder stopped renewing it, and stopped its command at least %llds (the lock-delay) before the lease ran out",
+			 (unsigned long long)lease, delay);
+	}
+}
+
+/* Fills e (and *m) for workspace path from its keys kv[K_*] (NULL:
+ * absent). */
+static int fill_entry(const char *path, const struct etcd_kv *const kv[KINDS],
 		      bool probe, struct lock_entry *e, struct kv_meta *m,
 		      struct wsl_error *err)
 {
+	const struct etcd_kv *lock = kv[K_LOCK], *ret = kv[K_RETAINED];
 	char why[256];
 
 	memset(e, 0, sizeof(*e));
@@ -192,13 +272,15 @@ static int fill_entry(const char *path,
 			return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
 	}
 	if (probe) {
-		/* A key bound to a lease exists only while the lease does:
-		 * its holder (or its wslock) keeps renewing it. */
 		if (m->lease != 0) {
+			/* 0.1: the owner key itself was bound to the lease, so
+			 * it exists only while its holder renews the lease. */
 			e->liveness = LIVENESS_LIVE;
 			snprintf(e->reason, sizeof(e->reason),
 				 "etcd lease %llx is held: its holder keeps renewing it (the lock would be gone had it expired)",
 				 (unsigned long long)m->lease);
+		} else if (kv[K_LEASE] != NULL) {
+			probe_lease(e, kv[K_LEASE], kv[K_LIVE]);
 		} else {
 			e->liveness = liveness_probe(-1, &e->owner, e->reason,
 						     sizeof(e->reason));
@@ -214,14 +296,14 @@ static int read_entries(struct etcd_state *s, const char *const *paths, size_t n
 			bool probe, struct lock_entry *e, struct kv_meta *m,
 			struct wsl_error *err)
 {
-	struct etcd_op ops[2 * READ_CHUNK];
+	struct etcd_op ops[KINDS * READ_CHUNK];
 	struct key *keys;
 	size_t i, j, k;
 	int rc = 0;
 
 	for (i = 0; i < n; i++)
 		memset(&e[i], 0, sizeof(e[i]));
-	keys = calloc(2 * READ_CHUNK, sizeof(*keys));
+	keys = calloc(KINDS * READ_CHUNK, sizeof(*keys));
 	if (keys == NULL)
 		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
 	for (i = 0; i < n && rc == 0; i += READ_CHUNK) {
@@ -231,38 +313,39 @@ static int read_entries(struct etcd_state *s, const char *const *paths, size_t n
 		bool ok;
 
 		memset(ops, 0, sizeof(ops));
-		for (j = 0; j < cnt; j++) {
-			if (key_make(s, "lock", paths[i + j], &keys[2 * j], err) != 0 ||
-			    key_make(s, "retained", paths[i + j], &keys[2 * j + 1], err) != 0) {
-				rc = -1;
-				break;
+		for (j = 0; j < cnt && rc == 0; j++)
+			for (k = 0; k < KINDS; k++) {
+				struct key *kk = &keys[KINDS * j + k];
+				if (key_make(s, kind_names[k], paths[i + j], kk, err) != 0) {
+					rc = -1;
+					break;
+				}
+				ops[KINDS * j + k].type = ETCD_OP_RANGE;
+				ops[KINDS * j + k].key = kk->b;
+				ops[KINDS * j + k].key_len = kk->len;
 			}
-			for (k = 0; k < 2; k++) {
-				ops[2 * j + k].type = ETCD_OP_RANGE;
-				ops[2 * j + k].key = keys[2 * j + k].b;
-				ops[2 * j + k].key_len = keys[2 * j + k].len;
-			}
-		}
 		if (rc != 0)
 			break;
 		t.success = ops;
-		t.n_success = 2 * cnt;
+		t.n_success = KINDS * cnt;
 		if (etcd_txn(s->c, &t, &ok, &res, err) != 0) {
 			rc = -1;
 			break;
 		}
 		note_rev(s, res.revision);
-		if (res.n_ops != 2 * cnt) {
+		if (res.n_ops != KINDS * cnt) {
 			etcd_txn_result_free(&res);
 			rc = wsl_error_set(err, WSL_IO, "etcd answered %zu reads, not %zu",
-					   res.n_ops, 2 * cnt);
+					   res.n_ops, KINDS * cnt);
 			break;
 		}
 		for (j = 0; j < cnt && rc == 0; j++) {
-			const struct etcd_op_result *lr = &res.ops[2 * j], *rr = &res.ops[2 * j + 1];
-			rc = fill_entry(paths[i + j], lr->n_kvs > 0 ? &lr->kvs[0] : NULL,
-					rr->n_kvs > 0 ? &rr->kvs[0] : NULL, probe,
-					&e[i + j], &m[i + j], err);
+			const struct etcd_kv *kv[KINDS];
+			for (k = 0; k < KINDS; k++) {
+				const struct etcd_op_result *r = &res.ops[KINDS * j + k];
+				kv[k] = r->n_kvs > 0 ? &r->kvs[0] : NULL;
+			}
+			rc = fill_entry(paths[i + j], kv, probe, &e[i + j], &m[i + j], err);
 		}
 		etcd_txn_result_free(&res);
 	}
@@ -279,77 +362,83 @@ static int read_entry(struct etcd_state *s, const char *path, bool probe,
 	return read_entries(s, &path, 1, probe, e, m, err);
 }
 
+/* In the sorted range result r of keys "P kind …" (plen bytes before the
+ * path), the key for path (n bytes), from cursor *at on; NULL when none. */
+static const struct etcd_kv *match_path(const struct etcd_op_result *r, size_t plen,
+					const char *path, size_t n, size_t *at)
+{
+	while (*at < r->n_kvs) {
+		const struct etcd_kv *q = &r->kvs[*at];
+		size_t qn = q->key_len > plen ? q->key_len - plen : 0;
+		int c = memcmp(q->key + plen, path, qn < n ? qn : n);
+		if (c == 0)
+			c = qn < n ? -1 : qn > n ? 1 : 0;
+		if (c > 0)
+			return NULL;
+		(*at)++;
+		if (c == 0)
+			return q;
+	}
+	return NULL;
+}
+
 /* Calls fn(e, arg) for every lock whose key lies in [P "lock" under "/",
  * prefix end), in key order, from one consistent read; under "" lists all. */
 static int read_below(struct etcd_state *s, const char *under, bool probe,
 		      int (*fn)(struct lock_entry *e, void *arg), void *arg,
 		      struct wsl_error *err)
 {
-	struct key lk, rk;
-	char lend[KEY_MAX], rend[KEY_MAX];
-	struct etcd_op ops[2];
+	struct key k[KINDS];
+	char end[KINDS][KEY_MAX];
+	struct etcd_op ops[KINDS];
 	struct etcd_txn t = { 0 };
 	struct etcd_txn_result res;
-	const struct etcd_op_result *lr, *rr;
 	char path[PATH_MAX + 1];
-	size_t i, r = 0, plen = s->prefix_len + 4;	/* P "lock" */
-	size_t rplen = s->prefix_len + 8;		/* P "retained" */
+	size_t i, j, at[KINDS] = { 0 }, plen[KINDS];
 	bool ok;
 	int rc = 0;
 
-	if (key_make(s, "lock", under, &lk, err) != 0 ||
-	    key_make(s, "retained", under, &rk, err) != 0 ||
-	    lk.len + 1 >= sizeof(lk.b) || rk.len + 1 >= sizeof(rk.b))
-		return -1;
-	lk.b[lk.len++] = '/';
-	rk.b[rk.len++] = '/';
 	memset(ops, 0, sizeof(ops));
-	ops[0].type = ops[1].type = ETCD_OP_RANGE;
-	ops[0].key = lk.b;
-	ops[0].key_len = lk.len;
-	ops[0].range_end = lend;
-	ops[0].range_end_len = etcd_prefix_end(lk.b, lk.len, lend);
-	ops[1].key = rk.b;
-	ops[1].key_len = rk.len;
-	ops[1].range_end = rend;
-	ops[1].range_end_len = etcd_prefix_end(rk.b, rk.len, rend);
+	for (j = 0; j < KINDS; j++) {
+		if (key_make(s, kind_names[j], under, &k[j], err) != 0 ||
+		    k[j].len + 1 >= sizeof(k[j].b))
+			return -1;
+		plen[j] = s->prefix_len + strlen(kind_names[j]);
+		k[j].b[k[j].len++] = '/';
+		ops[j].type = ETCD_OP_RANGE;
+		ops[j].key = k[j].b;
+		ops[j].key_len = k[j].len;
+		ops[j].range_end = end[j];
+		ops[j].range_end_len = etcd_prefix_end(k[j].b, k[j].len, end[j]);
+	}
 	t.success = ops;
-	t.n_success = 2;
+	t.n_success = KINDS;
 	if (etcd_txn(s->c, &t, &ok, &res, err) != 0)
 		return -1;
 	note_rev(s, res.revision);
-	if (res.n_ops != 2) {
+	if (res.n_ops != KINDS) {
 		etcd_txn_result_free(&res);
-		return wsl_error_set(err, WSL_IO, "etcd answered %zu reads, not 2", res.n_ops);
+		return wsl_error_set(err, WSL_IO, "etcd answered %zu reads, not %d",
+				     res.n_ops, KINDS);
 	}
-	lr = &res.ops[0];
-	rr = &res.ops[1];
-	for (i = 0; i < lr->n_kvs && rc == 0; i++) {
-		const struct etcd_kv *kv = &lr->kvs[i], *ret = NULL;
+	for (i = 0; i < res.ops[K_LOCK].n_kvs && rc == 0; i++) {
+		const struct etcd_kv *kv[KINDS];
 		struct lock_entry e;
 		struct kv_meta m;
-		size_t n = kv->key_len - plen;
+		size_t n;
 
-		if (kv->key_len <= plen || n >= sizeof(path) || memchr(kv->key + plen, '\0', n))
+		kv[K_LOCK] = &res.ops[K_LOCK].kvs[i];
+		if (kv[K_LOCK]->key_len <= plen[K_LOCK])
 			continue;
-		memcpy(path, kv->key + plen, n);
+		n = kv[K_LOCK]->key_len - plen[K_LOCK];
+		if (n >= sizeof(path) || memchr(kv[K_LOCK]->key + plen[K_LOCK], '\0', n))
+			continue;
+		memcpy(path, kv[K_LOCK]->key + plen[K_LOCK], n);
 		path[n] = '\0';
-		/* Both ranges come sorted by the same path suffix: merge. */
-		while (r < rr->n_kvs) {
-			const struct etcd_kv *q = &rr->kvs[r];
-			size_t qn = q->key_len - rplen;
-			int c = memcmp(q->key + rplen, path, qn < n ? qn : n);
-			if (c == 0)
-				c = qn < n ? -1 : qn > n ? 1 : 0;
-			if (c > 0)
-				break;
-			r++;
-			if (c == 0) {
-				ret = q;
-				break;
-			}
-		}
-		rc = fill_entry(path, kv, ret, probe, &e, &m, err);
+		/* Every range comes sorted by the same path suffix: merge. */
+		for (j = 1; j < KINDS; j++)
+			kv[j] = match_path(&res.ops[j], plen[j], path, n, &at[j]);
+		rc = fill_entry(path, kv, probe, &e, &m, err);
 		if (rc == 0)
 			rc = fn(&e, arg);
 		lock_entry_free(&e);
@@ -501,14 +590,28 @@ static bool outcome_unknown(const struct wsl_error *err)
 	return err->code == WSL_BACKEND_UNAVAILABLE && err->outcome_unknown;
 }
 
-/* A lease for a holder that keeps it alive; kept across retries. */
+/* A liveness lease (TTL + lock-delay) for a holder that a keeper keeps
+ * alive; kept across attempts, and renewed before it is used after a wait
+ * so that the holder's deadline counts from a recent send. */
 static int lease_ready(struct etcd_state *s, struct wsl_error *err)
 {
-	if (s->lease != 0 && !s->lease_used)
-		return 0;
+	long long now = platform_mono_ms(), ttl = 0;
+
+	if (s->lease != 0 && !s->lease_used) {
+		if (now - s->lease_sent_ms < s->ttl_s * 1000 / 3)
+			return 0;
+		if (etcd_lease_keepalive(s->c, s->lease, &ttl, err) == 0 && ttl > 0) {
+			s->lease_sent_ms = now;
+			return 0;
+		}
+		wsl_error_clear(err);
+	}
 	s->lease = 0;
 	s->lease_used = false;
-	return etcd_lease_grant(s->c, s->ttl_s, &s->lease, NULL, err);
+	if (etcd_lease_grant(s->c, s->ttl_s + s->delay_s, &s->lease, NULL, err) != 0)
+		return -1;
+	s->lease_sent_ms = now;
+	return 0;
 }
 
 static void lease_bind(struct registry *reg, const struct owner *o)
@@ -533,6 +636,35 @@ static void lease_drop(struct etcd_state *s, const char *token)
 	s->lease = 0;
 	s->lease_used = false;
 	s->lease_token[0] = '\0';
+}
+
+/* The operations that give o's lock its liveness keys (keeper: the lease
+ * key and the live key on the lease) or remove any (no keeper), into
+ * ops[0..2); *doc is the lease key's value to free. */
+static int liveness_ops(struct etcd_state *s, const struct owner *o, bool keeper,
+			const struct key *lease_k, const struct key *live_k,
+			struct etcd_op ops[2], char **doc, struct wsl_error *err)
+{
+	memset(ops, 0, 2 * sizeof(*ops));
+	*doc = NULL;
+	ops[0].key = lease_k->b;
+	ops[0].key_len = lease_k->len;
+	ops[1].key = live_k->b;
+	ops[1].key_len = live_k->len;
+	if (!keeper) {
+		ops[0].type = ops[1].type = ETCD_OP_DELETE;
+		return 0;
+	}
+	*doc = lease_doc(s, o->token, s->lease);
+	if (*doc == NULL)
+		return wsl_error_set(err, WSL_INTERNAL, "cannot format the lease key");
+	ops[0].type = ops[1].type = ETCD_OP_PUT;
+	ops[0].value = *doc;
+	ops[0].value_len = strlen(*doc);
+	ops[1].value = o->token;
+	ops[1].value_len = strlen(o->token);
+	ops[1].lease = s->lease;
+	return 0;
 }
 
 /* After a failed compare: the conflicting lock ranked as the local backend
@@ -579,11 +711,11 @@ static int etcd_try_acquire(struct registry *reg, const struct owner *o,
 	const char *ws = o->workspace_root;
 	size_t depth = depth_of(ws), nc = 0, value_len = 0, i;
 	struct etcd_compare *cmp = NULL;
-	struct key *keys = NULL, self, ret;
+	struct key *keys = NULL, self, ret, lease_k, live_k;
 	char dend[KEY_MAX];
-	struct etcd_op ops[2];
+	struct etcd_op ops[4];
 	struct etcd_txn t = { 0 };
-	char *value = NULL;
+	char *value = NULL, *doc = NULL;
 	int attempt, rc = -1;
 
 	memset(conflict, 0, sizeof(*conflict));
@@ -600,7 +732,9 @@ static int etcd_try_acquire(struct registry *reg, const struct owner *o,
 		goto out;
 	}
 	if (key_make(s, "lock", ws, &self, err) != 0 ||
-	    key_make(s, "retained", ws, &ret, err) != 0)
+	    key_make(s, "retained", ws, &ret, err) != 0 ||
+	    key_make(s, "lease", ws, &lease_k, err) != 0 ||
+	    key_make(s, "live", ws, &live_k, err) != 0)
 		goto out;
 	/* The workspace itself, then every proper ancestor ("/" excluded:
 	 * it is never a workspace), then everything below it. */
@@ -640,20 +774,22 @@ static int etcd_try_acquire(struct registry *reg, const struct owner *o,
 	if (live_fd != NULL && lease_ready(s, err) != 0)
 		goto out;
 	memset(ops, 0, sizeof(ops));
+	/* The owner key on no lease: a crash leaves it (DESIGN.md 5b). */
 	ops[0].type = ETCD_OP_PUT;
 	ops[0].key = self.b;
 	ops[0].key_len = self.len;
 	ops[0].value = value;
 	ops[0].value_len = value_len;
-	ops[0].lease = live_fd != NULL ? s->lease : 0;
 	/* A retained key never outlives its lock; drop any left by hand. */
 	ops[1].type = ETCD_OP_DELETE;
 	ops[1].key = ret.b;
 	ops[1].key_len = ret.len;
+	if (liveness_ops(s, o, live_fd != NULL, &lease_k, &live_k, &ops[2], &doc, err) != 0)
+		goto out;
 	t.compare = cmp;
 	t.n_compare = nc;
 	t.success = ops;
-	t.n_success = 2;
+	t.n_success = 4;
 
 	for (attempt = 0; attempt < 20; attempt++) {
 		struct etcd_txn_result res;
@@ -711,6 +847,7 @@ static int etcd_try_acquire(struct registry *reg, const struct owner *o,
 	}
 	rc = ACQUIRE_DONE;
 out:
+	free(doc);
 	free(value);
 	free(cmp);
 	free(keys);
@@ -743,16 +880,17 @@ static int etcd_release(struct registry *reg, const char *workspace,
 {
 	struct etcd_state *s = state(reg);
 	struct etcd_compare cmp[2];
-	struct etcd_op ops[2];
+	struct etcd_op ops[KINDS];
 	struct etcd_txn t = { 0 };
 	struct lock_entry e;
 	struct kv_meta m;
-	struct key lk, rk;
+	struct key k[KINDS];
+	size_t j;
 	int attempt, rc = -1;
 
-	if (key_make(s, "lock", workspace, &lk, err) != 0 ||
-	    key_make(s, "retained", workspace, &rk, err) != 0)
-		return -1;
+	for (j = 0; j < KINDS; j++)
+		if (key_make(s, kind_names[j], workspace, &k[j], err) != 0)
+			return -1;
 	for (attempt = 0; attempt < 10; attempt++) {
 		bool ok;
 
@@ -760,17 +898,17 @@ static int etcd_release(struct registry *reg, const char *workspace,
 			return -1;
 		if (lockrules_check_release(workspace, token, &e, err) != 0)
 			goto out;
-		guard(cmp, &lk, &e, &m);
+		guard(cmp, &k[K_LOCK], &e, &m);
 		memset(ops, 0, sizeof(ops));
-		ops[0].type = ops[1].type = ETCD_OP_DELETE;
-		ops[0].key = lk.b;
-		ops[0].key_len = lk.len;
-		ops[1].key = rk.b;
-		ops[1].key_len = rk.len;
+		for (j = 0; j < KINDS; j++) {
+			ops[j].type = ETCD_OP_DELETE;
+			ops[j].key = k[j].b;
+			ops[j].key_len = k[j].len;
+		}
 		t.compare = cmp;
 		t.n_compare = 2;
 		t.success = ops;
-		t.n_success = 2;
+		t.n_success = KINDS;
 		if (etcd_txn(s->c, &t, &ok, NULL, err) != 0) {
 			struct lock_entry now;
 			struct kv_meta nm;
@@ -911,21 +1049,23 @@ static int etcd_take_over(struct registry *reg, const char *workspace,
 {
 	struct etcd_state *s = state(reg);
 	struct etcd_compare cmp[2];
-	struct etcd_op ops[3];
+	struct etcd_op ops[5];
 	struct etcd_txn t = { 0 };
 	struct etcd_txn_result res;
 	struct kv_meta m;
-	struct key lk, rk, jk;
+	struct key lk, rk, jk, lease_k, live_k;
 	char suffix[64], rnd[17];
 	struct timespec ts;
-	char *line = NULL, *value = NULL;
+	char *line = NULL, *value = NULL, *doc = NULL;
 	size_t line_len = 0, value_len = 0;
 	bool ok;
 	int rc = -1;
 
 	memset(prior, 0, sizeof(*prior));
 	if (key_make(s, "lock", workspace, &lk, err) != 0 ||
-	    key_make(s, "retained", workspace, &rk, err) != 0)
+	    key_make(s, "retained", workspace, &rk, err) != 0 ||
+	    key_make(s, "lease", workspace, &lease_k, err) != 0 ||
+	    key_make(s, "live", workspace, &live_k, err) != 0)
 		return -1;
 	if (read_entry(s, workspace, true, prior, &m, err) != 0)
 		return -1;
@@ -962,7 +1102,6 @@ static int etcd_take_over(struct registry *reg, const char *workspace,
 		ops[0].type = ETCD_OP_PUT;
 		ops[0].value = value;
 		ops[0].value_len = value_len;
-		ops[0].lease = live_fd != NULL ? s->lease : 0;
 	} else {
 		ops[0].type = ETCD_OP_DELETE;
 	}
@@ -976,10 +1115,15 @@ static int etcd_take_over(struct registry *reg, const char *workspace,
 	ops[2].key_len = jk.len;
 	ops[2].value = line;
 	ops[2].value_len = line_len;
+	/* The prior holder's liveness keys go; a new holder with a keeper
+	 * gets its own. */
+	if (liveness_ops(s, next, next != NULL && live_fd != NULL, &lease_k, &live_k,
+			 &ops[3], &doc, err) != 0)
+		goto out;
 	t.compare = cmp;
 	t.n_compare = 2;
 	t.success = ops;
-	t.n_success = 3;
+	t.n_success = 5;
 	if (etcd_txn(s->c, &t, &ok, &res, err) != 0) {
 		struct etcd_kv *kvs = NULL;
 		size_t n = 0;
@@ -1041,6 +1185,7 @@ static int etcd_take_over(struct registry *reg, const char *workspace,
 	wsl_error_clear(err);
 	rc = 0;
 out:
+	free(doc);
 	free(line);
 	free(value);
 	return rc;
@@ -1112,31 +1257,101 @@ static int etcd_wait(struct registry *reg, int sigfd, long timeout_ms,
 	}
 }
 
+/* In a keeper (a process forked after the client was opened): a client
+ * of its own. The inherited one is abandoned, not closed: its connections
+ * are the parent's too, and closing a TLS one would send on them. */
+static int client_own(struct etcd_state *s, struct wsl_error *err)
+{
+	struct etcd_client *c;
+
+	if (s->pid == getpid())
+		return 0;
+	if (etcd_open(&c, s->endpoints, s->timeout_ms, err) != 0)
+		return -1;
+	s->c = c;
+	s->pid = getpid();
+	return 0;
+}
+
+/* 0 when o's lock still holds o's exact bytes and its live key; else
+ * WSL_OWNERSHIP_LOST. A read that fails proves nothing: 0. */
+static int check_own(struct etcd_state *s, const struct owner *o,
+		     struct wsl_error *err)
+{
+	struct wsl_error rerr = { 0 };
+	struct lock_entry e;
+	struct kv_meta m;
+	size_t len = 0;
+	char *mine = owner_bytes(o, &len);
+	int rc = 0;
+
+	if (mine == NULL || read_entry(s, o->workspace_root, true, &e, &m, &rerr) != 0) {
+		free(mine);
+		wsl_error_clear(&rerr);
+		return 0;
+	}
+	if (!same_bytes(e.raw, e.raw_len, mine, len))
+		rc = wsl_error_set(err, WSL_OWNERSHIP_LOST,
+				   "the lock of %s was %s while this command held it",
+				   o->workspace_root, e.state == LOCK_FREE ? "deleted" :
+				   "changed (another owner holds it now)");
+	else if (e.liveness != LIVENESS_LIVE)
+		rc = wsl_error_set(err, WSL_OWNERSHIP_LOST,
+				   "the liveness key of %s was removed while this command held it",
+				   o->workspace_root);
+	lock_entry_free(&e);
+	free(mine);
+	return rc;
+}
+
 static int etcd_keepalive(struct registry *reg, const struct owner *o,
 			  long *next_ms, long *ttl_ms, struct wsl_error *err)
 {
 	struct etcd_state *s = state(reg);
-	long long ttl;
+	long long ttl, sent, period = s->ttl_s * 1000 / 3;
+	int rc;
 
 	*next_ms = -1;
 	*ttl_ms = -1;
 	if (s->lease == 0 || !s->lease_used || strcmp(s->lease_token, o->token) != 0)
 		return 0;	/* no lease behind this lock: it lives until released */
-	if (etcd_lease_keepalive(s->c, s->lease, &ttl, err) != 0) {
-		if (err->code != WSL_BACKEND_UNAVAILABLE)
-			return wsl_error_prefix(err, WSL_BACKEND_UNAVAILABLE,
-						"cannot renew the lease of %s",
-						o->workspace_root);
-		return -1;
+	sent = platform_mono_ms();
+	/* Right after the grant (the first call of a keeper) nothing is
+	 * sent: a renewal then would be a redundant request. */
+	if (sent - s->lease_sent_ms >= 250) {
+		if (client_own(s, err) != 0)
+			return -1;
+		/* Never wait past the deadline for an answer. */
+		etcd_set_deadline(s->c, reg->keep_deadline_ms > 0 ? reg->keep_deadline_ms :
+				  s->lease_sent_ms + s->ttl_s * 1000);
+		if (etcd_lease_keepalive(s->c, s->lease, &ttl, err) != 0) {
+			etcd_set_deadline(s->c, 0);
+			if (err->code != WSL_BACKEND_UNAVAILABLE)
+				return wsl_error_prefix(err, WSL_BACKEND_UNAVAILABLE,
+							"cannot renew the lease of %s",
+							o->workspace_root);
+			return -1;
+		}
+		etcd_set_deadline(s->c, 0);
+		if (ttl <= 0) {
+			s->lease_used = false;
+			s->lease = 0;
+			return wsl_error_set(err, WSL_OWNERSHIP_LOST,
+					     "the liveness lease of %s expired or was revoked",
+					     o->workspace_root);
+		}
+		s->lease_sent_ms = sent;
+		if (reg->keep_deadline_ms > 0)
+			etcd_set_deadline(s->c, reg->keep_deadline_ms);
+		rc = check_own(s, o, err);
+		etcd_set_deadline(s->c, 0);
+		if (rc != 0)
+			return -1;
 	}
-	if (ttl <= 0) {
-		s->lease_used = false;
-		s->lease = 0;
-		return wsl_error_set(err, WSL_OWNERSHIP_LOST,
-				     "the lease of %s expired", o->workspace_root);
-	}
-	*next_ms = (long)(ttl * 1000 / 3);
-	*ttl_ms = (long)(ttl * 1000);
+	*next_ms = (long)(s->lease_sent_ms + period - platform_mono_ms());
+	if (*next_ms < 0)
+		*next_ms = 0;
+	*ttl_ms = (long)(s->lease_sent_ms + s->ttl_s * 1000 - platform_mono_ms());
 	return 0;
 }
 
@@ -1176,6 +1391,23 @@ static const struct registry_ops etcd_ops = {
 	.keepalive = etcd_keepalive,
 };
 
+/* $WSLOCK_ETCD_TIMEOUT (seconds, fractional) in ms; 5000 when unset or
+ * not a positive number of at most 600 s. */
+static long timeout_from_env(void)
+{
+	const char *v = getenv("WSLOCK_ETCD_TIMEOUT");
+	char *end;
+	double d;
+
+	if (v == NULL || v[0] == '\0')
+		return 5000;
+	errno = 0;
+	d = strtod(v, &end);
+	if (errno != 0 || *end != '\0' || !(d > 0) || d > 600)
+		return 5000;
+	return d * 1000 < 1 ? 1 : (long)(d * 1000);
+}
+
 int etcd_registry_open(struct registry *reg, const struct registry_config *cfg,
 		       struct wsl_error *err)
 {
@@ -1194,6 +1426,8 @@ int etcd_registry_open(struct registry *reg, const struct registry_config *cfg,
 		return wsl_error_set(err, WSL_USAGE,
 				     "--backend etcd needs --etcd-endpoints or WSLOCK_ETCD_ENDPOINTS");
 	if (prefix == NULL || prefix[0] == '\0')
+		prefix = getenv("WSLOCK_ETCD_PREFIX");
+	if (prefix == NULL || prefix[0] == '\0')
 		prefix = "/wslock/";
 	plen = strlen(prefix);
 	if (plen > PREFIX_MAX)
@@ -1205,8 +1439,11 @@ int etcd_registry_open(struct registry *reg, const struct registry_config *cfg,
 	memcpy(s->prefix, prefix, plen + 1);
 	s->prefix_len = plen;
 	s->ttl_s = cfg->lease_ttl_s > 0 ? cfg->lease_ttl_s : 15;
-	if (etcd_open(&s->c, endpoints, cfg->timeout_ms > 0 ? cfg->timeout_ms : 5000,
-		      err) != 0) {
+	s->delay_s = s->ttl_s;	/* lock-delay: one TTL, as Chubby and consul */
+	s->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : timeout_from_env();
+	s->pid = getpid();
+	snprintf(s->endpoints, sizeof(s->endpoints), "%s", endpoints);
+	if (etcd_open(&s->c, endpoints, s->timeout_ms, err) != 0) {
 		free(s);
 		return -1;
 	}

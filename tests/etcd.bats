@@ -39,9 +39,15 @@ ectl() {
 	etcdctl --endpoints="$WSL_ETCD_EP" --dial-timeout=2s --command-timeout=5s "$@"
 }
 
-# lease_of WS: the lease id (decimal, 0: none) of WS's lock key.  Read with
-# grep: jq would round the 64-bit id.
+# lease_of WS: the lease id (decimal, 0: none) of WS's liveness key (the
+# owner key itself is never on a lease: owner_lease_of).  Read with grep:
+# jq would round the 64-bit id.
 lease_of() {
+	local n
+	n=$(ectl get "/wslock/live$(canon "$1")" -w json | grep -o '"lease":[0-9]*' | cut -d: -f2)
+	echo "${n:-0}"
+}
+owner_lease_of() {
 	local n
 	n=$(ectl get "/wslock/lock$(canon "$1")" -w json | grep -o '"lease":[0-9]*' | cut -d: -f2)
 	echo "${n:-0}"
@@ -122,10 +128,11 @@ shape() {
 	[ "$status" -eq 143 ]
 }
 
-@test "etcd: a run holds its lock on a lease, released when it ends" {
+@test "etcd: a run's liveness key is on a lease, its owner key on none; released when it ends" {
 	mkws a
 	hold --lease-ttl 3 "$(W a)"
 	[ "$(lease_of "$(W a)")" != 0 ]
+	[ "$(owner_lease_of "$(W a)")" = 0 ]
 	inspect_json "$(W a)"
 	jq_ok '.state == "held" and .liveness == "live" and (.liveness_reason | contains("lease"))' "$INSPECT"
 	run --separate-stderr wsl run -n "$(W a)" -- true
@@ -215,7 +222,7 @@ shape() {
 	[ "$(sort -u "$t/fences" | wc -l)" -eq 200 ]
 }
 
-@test "etcd: a revoked lease stops the command with SIGTERM and exit 78" {
+@test "etcd: a revoked lease stops the command with SIGTERM and exit 78; the lock is left, dead" {
 	mkws a
 	hold --lease-ttl 3 "$(W a)"
 	local lease
@@ -228,7 +235,10 @@ shape() {
 	grep -q 'WSLOCK_OWNERSHIP_LOST' "$HOLD_DIR/err"
 	grep -q 'lease' "$HOLD_DIR/err"
 	run wsl inspect "$(W a)"
-	jq_ok '.state == "free"'
+	jq_ok '.state == "held" and .liveness == "dead" and (.liveness_reason | contains("lease"))'
+	run --separate-stderr wsl run -n "$(W a)" -- true
+	[ "$status" -eq 69 ]
+	assert_run_error WSLOCK_RECOVERY_REQUIRED
 }
 
 @test "etcd: --kill-after SIGKILLs a command that ignores SIGTERM after the lease is lost" {
@@ -474,4 +484,24 @@ shape() {
 	run wsl inspect "$(W a)"
 	jq_ok '.state == "free"'
 	"$CLUSTER" stop "$d"
+}
+
+@test "etcd: a 0.1 lock (its owner key bound to a lease) still reads as held and live while the lease lasts" {
+	mkws a
+	local key doc lease
+	key="/wslock/lock$(canon "$(W a)")"
+	run --separate-stderr wsl acquire --pid $$ "$(W a)"
+	[ "$status" -eq 0 ]
+	doc=$(ectl get "$key" --print-value-only)
+	ectl del "$key" >/dev/null
+	# as 0.1's run stored it: the owner document on the holder's lease
+	lease=$(ectl lease grant 60 | awk '{ print $2 }')
+	ectl put --lease="$lease" "$key" "$doc" >/dev/null
+	inspect_json "$(W a)"
+	jq_ok '.state == "held" and .liveness == "live" and (.liveness_reason | contains("lease"))' "$INSPECT"
+	run --separate-stderr wsl run -n "$(W a)" -- true
+	[ "$status" -eq 75 ]
+	ectl lease revoke "$lease" >/dev/null
+	run wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
 }

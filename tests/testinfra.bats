@@ -116,3 +116,18 @@ setup() {
 	[ "$status" -eq 1 ]
 	[[ $output == *"not met within 1s"* ]]
 }
+
+@test "unit/run.sh: a unit test's 'skipped' line fails in CI only; a failing unit test always fails" {
+	local t=$BATS_TEST_TMPDIR/test_fake
+	printf '#!/bin/sh\necho "ok 1 - a"\necho "# the network tests skipped (no server)"\necho "1..1"\n' >"$t"
+	chmod +x "$t"
+	run --separate-stderr "$ROOT/tests/unit/run.sh" "$t"
+	[ "$status" -eq 0 ]
+	CI=true run --separate-stderr "$ROOT/tests/unit/run.sh" "$t"
+	[ "$status" -eq 1 ]
+	[[ $stderr == *"the network tests skipped"* ]]
+	printf '#!/bin/sh\necho "not ok 1 - a"\nexit 1\n' >"$t"
+	run --separate-stderr "$ROOT/tests/unit/run.sh" "$t"
+	[ "$status" -eq 1 ]
+	[[ $stderr == *"test_fake failed"* ]]
+}

@@ -25,10 +25,15 @@ ifneq ($(SANITIZE),)
 SAN = -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
 VERSION := $(shell cat VERSION)
-PKGS = jansson libsodium mount
+PKGS = jansson libsodium
 # libcurl: headers only. The etcd backend dlopen()s it on first use, so that
 # the ~30 libraries it pulls in do not slow down every local lock.
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) libcurl)
+# libmount: only the unit test links it, to cross-check src/mountinfo.c's
+# parser (wslock itself reads the one mountinfo line statx names: libmount's
+# dependencies cost more start-up than an uncontended run may).
+MOUNT_CFLAGS := $(shell $(PKG_CONFIG) --cflags mount)
+MOUNT_LIBS := $(shell $(PKG_CONFIG) --libs mount)
 PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS))
 
 # The user's CPPFLAGS and CFLAGS come last so they can override ours (a
@@ -56,6 +61,9 @@ src/%.o: src/%.c src/*.h VERSION
 
 tests/unit/%: tests/unit/%.c $(CORE)
 	$(CC) $(ALL_CFLAGS) -Isrc $(ALL_LDFLAGS) -o $@ $< $(CORE) $(LIBS)
+
+tests/unit/test_mountinfo: tests/unit/test_mountinfo.c $(CORE)
+	$(CC) $(ALL_CFLAGS) $(MOUNT_CFLAGS) -Isrc $(ALL_LDFLAGS) -o $@ $< $(CORE) $(LIBS) $(MOUNT_LIBS)
 
 # The crash-test binary: the same sources with WSLOCK_TEST_HOOKS (see
 # src/testhook.h). Never installed.

@@ -16,6 +16,7 @@
  *   - changing any one value makes the documents unequal.
  */
 #include "owner.h"
+#include "mountinfo.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -129,6 +130,19 @@ static bool one(const uint8_t *data, size_t len, struct owner *o, char **text)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* The mountinfo line parser (src/mountinfo.c) on the same bytes: whatever
+ * it accepts has an absolute root and mount point without NUL. */
+static void mountinfo_line(const uint8_t *data, size_t size)
+{
+	static char root[PATH_MAX], target[PATH_MAX];
+	int id;
+
+	if (mountinfo_parse_line((const char *)data, size, &id, root, target) == 0) {
+		CHECK(root[0] == '/' && target[0] == '/' && id >= 0);
+		CHECK(strlen(root) < PATH_MAX && strlen(target) < PATH_MAX);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const uint8_t *rs = memchr(data, 0x1e, size);
@@ -139,6 +153,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rs == NULL) {
 		if (one(data, size, &a, &ta))
 			free(ta);
+		mountinfo_line(data, size);
 		return 0;
 	}
 	va = one(data, (size_t)(rs - data), &a, &ta);

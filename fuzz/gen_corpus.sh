@@ -103,4 +103,7 @@ put bad-recovery-of "$(mod '.recovery_of = "nope"')"
 # Larger than 64 KiB: valid JSON padded with white space after the object.
 { printf '%s' "$V"; head -c 65600 /dev/zero | tr '\0' ' '; } >"$DIR/bad-over-64k"
 { printf '%s' "${V%\}}"; printf ',"pad":"'; head -c 65600 /dev/zero | tr '\0' 'x'; printf '"}'; } >"$DIR/bad-over-64k-key"
+# mountinfo lines (src/mountinfo.c's parser runs on every input without RS).
+printf '36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw' >"$DIR/mountinfo-line"
+printf '40 1 0:5 /a\\040b /with\\040space rw - tmpfs none rw' >"$DIR/mountinfo-escaped"
 ls "$DIR" | wc -l

@@ -12,6 +12,63 @@
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+#include <libmount.h>
+
+/* Every line of this process's mountinfo parsed by mountinfo_parse_line
+ * and by libmount gives the same id, root and mount point. */
+static void cross_check_libmount(void)
+{
+	struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
+	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
+	struct libmnt_fs *fs = NULL;
+	char line[8192], root[PATH_MAX], target[PATH_MAX];
+	int n = 0, same = 0, id;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	CHECK(tb != NULL && it != NULL && f != NULL, "libmount reads mountinfo");
+	if (tb == NULL || it == NULL || f == NULL)
+		return;
+	while (fgets(line, sizeof(line), f) != NULL &&
+	       mnt_table_next_fs(tb, it, &fs) == 0) {
+		size_t len = strcspn(line, "\n");
+		n++;
+		if (mountinfo_parse_line(line, len, &id, root, target) == 0 &&
+		    id == mnt_fs_get_id(fs) && strcmp(root, mnt_fs_get_root(fs)) == 0 &&
+		    strcmp(target, mnt_fs_get_target(fs)) == 0)
+			same++;
+	}
+	fclose(f);
+	CHECK(n > 0 && same == n, "every mountinfo line parses as libmount parses it");
+	mnt_free_iter(it);
+	mnt_unref_table(tb);
+}
+
+static void parse_lines(void)
+{
+	char root[PATH_MAX], target[PATH_MAX];
+	const char *l1 = "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue";
+	const char *l2 = "40 1 0:5 /a\\040b /with\\040space\\134x rw - tmpfs none rw";
+	int id;
+
+	CHECK(mountinfo_parse_line(l1, strlen(l1), &id, root, target) == 0 && id == 36 &&
+	      strcmp(root, "/mnt1") == 0 && strcmp(target, "/mnt2") == 0,
+	      "proc(5)'s example line parses");
+	CHECK(mountinfo_parse_line(l2, strlen(l2), &id, root, target) == 0 && id == 40 &&
+	      strcmp(root, "/a b") == 0 && strcmp(target, "/with space\\x") == 0,
+	      "octal escapes are undone");
+	CHECK(mountinfo_parse_line("", 0, &id, root, target) != 0, "empty line refused");
+	CHECK(mountinfo_parse_line("36 35 98:0", 10, &id, root, target) != 0, "short line refused");
+	CHECK(mountinfo_parse_line("x 35 98:0 / / rw", 16, &id, root, target) != 0,
+	      "non-numeric id refused");
+	CHECK(mountinfo_parse_line("1 2 0:1 /\\000 / rw", 18, &id, root, target) != 0,
+	      "NUL escape refused");
+	CHECK(mountinfo_parse_line("1 2 0:1 /\\09 / rw", 17, &id, root, target) != 0,
+	      "bad escape refused");
+	CHECK(mountinfo_parse_line("1 2 0:1 rel / rw", 16, &id, root, target) != 0,
+	      "relative root refused");
+	CHECK(mountinfo_parse_line("99999999999 2 0:1 / / rw", 24, &id, root, target) != 0,
+	      "id beyond int refused");
+}
 
 /* What mountinfo_identity should say about fs, from statfs/stat alone. */
 static void expected_fs(const char *path, char out[MOUNTINFO_FS_MAX + 1])
@@ -39,6 +96,8 @@ int main(void)
 	char path[PATH_MAX], path2[PATH_MAX], dir[] = "/tmp/wslock-mi-XXXXXX";
 	char ws[PATH_MAX], sub[PATH_MAX + 8], gone[PATH_MAX + 8];
 
+	parse_lines();
+	cross_check_libmount();
 	CHECK(mountinfo_identity("/", fs, path, &err) == 0, "the root directory has an identity");
 	expected_fs("/", want);
 	CHECK(strcmp(fs, want) == 0, "root: the identity is statfs f_fsid, else st_dev");

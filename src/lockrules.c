@@ -94,9 +94,16 @@ void lockrules_conflict_subject(const char *wanted, const struct lock_entry *e,
 	else if (strncmp(wanted, e->workspace_root, n) == 0 && wanted[n] == '/')
 		snprintf(out, len, "%s overlaps its ancestor %s, which is", wanted,
 			 e->workspace_root);
-	else
+	else if (strncmp(e->workspace_root, wanted, strlen(wanted)) == 0 &&
+		 e->workspace_root[strlen(wanted)] == '/')
 		snprintf(out, len, "%s overlaps its descendant %s, which is", wanted,
 			 e->workspace_root);
+	else
+		/* Found by identity (DESIGN.md section 3): a bind mount or
+		 * another mount namespace reaches the same directory. */
+		snprintf(out, len,
+			 "%s is, or nests with, %s reached through another path (a bind mount or another mount), which is",
+			 wanted, e->workspace_root);
 }
 
 /* A lock whose files are unsafe (e->unsafe): refused like an unsafe

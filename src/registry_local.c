@@ -13,8 +13,24 @@
  *   nest/A/KEY      an empty marker for each proper ancestor A of a held
  *                   workspace KEY; a new lock on A finds its descendants by
  *                   reading nest/A, never by scanning locks/.
- *   tmp/            staging (acq.PID.RAND) and release (rel.PID.RAND)
+ *   ids/I/KEY       a marker: the lock KEY has the identity key I, BLAKE2b
+ *                   of workspace_fs and workspace_fs_path (DESIGN.md
+ *                   section 3); ids/IA/KEY.below marks it below each
+ *                   identity ancestor IA, as nest/A/KEY does by path. Both
+ *                   are hard links to ids/.marker. A lock is found
+ *                   in both spaces: by canonical path (KEY, as 0.1 keyed it)
+ *                   and by identity (a bind mount, a container's mount).
+ *   staging/        staging (acq.PID.RAND) and release (rel.PID.RAND)
  *                   directories.
+ *   tmp             the format stamp, a file: "wslock registry format 2".
+ *                   0.1 kept its staging in a directory tmp/, so a 0.1
+ *                   binary refuses a registry where tmp is a file (77).
+ *                   The first mutation of a 0.1 registry (tmp/ a directory)
+ *                   upgrades it under the coordination lock: identity
+ *                   markers for every lock (their bytes stay at their 0.1
+ *                   keys), then the stamp replaces tmp/ in one
+ *                   rename(RENAME_EXCHANGE); a crash before it leaves a 0.1
+ *                   registry with harmless extra markers.
  *
  * Invariants: a lock exists iff locks/KEY exists, and it never exists
  * half-written, because it appears by one rename(2) of a complete, fsynced
@@ -47,6 +63,7 @@
 #include "journal.h"
 #include "testhook.h"
 #include "platform.h"
+#include "mountinfo.h"
 
 #include <dirent.h>
 #include <poll.h>
@@ -62,6 +79,17 @@
 #include <unistd.h>
 
 #define STAGE_NAME_MAX 64
+#define REGISTRY_FORMAT 2	/* the layout this binary writes (see above) */
+#define STAMP_PREFIX "wslock registry format "
+
+/* Identity markers are hard links to ids/.marker, so that adding one
+ * allocates no inode, and their directories stay when they empty (reclaim
+ * collects them): on ext4 an inode made and freed per ancestor and per
+ * command cost more than the rest of an uncontended run together. */
+#define ID_MARKER ".marker"
+#define ID_BELOW ".below"	/* ids/IA/KEY.below: KEY is below IA */
+
+static bool sync_data(const struct registry *reg);
 
 /* Joins a and b with '/' into out; fails with WSL_UNSAFE_PATH when the
  * result would not fit in PATH_MAX. */
@@ -167,6 +195,8 @@ struct local {
 	int coord_held;		/* 0, LOCK_SH or LOCK_EX */
 	int watch_fd;		/* inotify on locks/, or -1 */
 	enum fs_kind fs_kind;	/* of the registry directory */
+	int ids_fd;		/* ids/, the identity space (DESIGN.md section 3) */
+	int format;		/* 1 (0.1: staging in tmp/) or REGISTRY_FORMAT */
 };
 
 static struct local *loc(const struct registry *reg)
@@ -182,7 +212,8 @@ static int local_init(struct registry *reg, struct wsl_error *err)
 	if (l == NULL)
 		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
 	l->dir_fd = l->locks_fd = l->nest_fd = l->tmp_fd = -1;
-	l->coord_fd = l->watch_fd = -1;
+	l->coord_fd = l->watch_fd = l->ids_fd = -1;
+	l->format = REGISTRY_FORMAT;
 	l->fs_kind = FS_OTHER;
 	reg->ops = &registry_local_ops;
 	reg->backend = l;
@@ -207,6 +238,99 @@ static int open_subdir(struct registry *reg, const char *name, bool create,
 		return -1;
 	}
 	return 0;
+}
+
+/* Reads the stamp file tmp: its format number into *format. */
+static int stamp_read(struct registry *reg, int *format, struct wsl_error *err)
+{
+	char path[PATH_MAX], *buf = NULL, *end;
+	size_t len;
+	long n;
+
+	if (path_join(path, reg->path, "tmp", err) != 0 ||
+	    fsx_read_file_checked(loc(reg)->dir_fd, "tmp", path, 256, &buf, &len, err) != 0)
+		return -1;
+	errno = 0;
+	if (len < sizeof(STAMP_PREFIX) || buf[len - 1] != '\n' ||
+	    memcmp(buf, STAMP_PREFIX, sizeof(STAMP_PREFIX) - 1) != 0 ||
+	    (n = strtol(buf + sizeof(STAMP_PREFIX) - 1, &end, 10), errno != 0) ||
+	    end != buf + len - 1 || n < 2 || n > 999999) {
+		free(buf);
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "%s is not a registry format stamp (\"%s2\")", path,
+				     STAMP_PREFIX);
+	}
+	free(buf);
+	*format = (int)n;
+	return 0;
+}
+
+static int stamp_write(struct registry *reg, const char *name, struct wsl_error *err)
+{
+	static const char stamp[] = STAMP_PREFIX "2\n";
+
+	if (fsx_write_new_file(loc(reg)->dir_fd, name, stamp, sizeof(stamp) - 1,
+			       sync_data(reg)) != 0)
+		return wsl_error_errno(err, WSL_IO, errno, "cannot write %s/%s",
+				       reg->path, name);
+	return 0;
+}
+
+/* ids/.marker, the inode every identity marker links to. */
+static int id_marker_make(struct registry *reg, struct wsl_error *err)
+{
+	if (fsx_write_new_file(loc(reg)->ids_fd, ID_MARKER, "", 0, false) != 0 && errno != EEXIST)
+		return wsl_error_errno(err, WSL_IO, errno, "cannot create %s/ids/%s",
+				       reg->path, ID_MARKER);
+	return 0;
+}
+
+/*
+ * The registry's format, from tmp: a directory is a 0.1 registry (format 1,
+ * staging in tmp/ until it is upgraded), a file the stamp. A registry
+ * without tmp is new: with create it gets ids/, staging/ and the stamp.
+ * A format above REGISTRY_FORMAT is refused (WSL_UNSAFE_PATH).
+ */
+static int format_open(struct registry *reg, bool create, struct wsl_error *err)
+{
+	struct stat st;
+
+	fsx_close(loc(reg)->tmp_fd);
+	loc(reg)->tmp_fd = -1;
+	if (fstatat(loc(reg)->dir_fd, "tmp", &st, AT_SYMLINK_NOFOLLOW) != 0) {
+		if (errno != ENOENT)
+			return wsl_error_errno(err, WSL_IO, errno, "cannot stat %s/tmp",
+					       reg->path);
+		loc(reg)->format = REGISTRY_FORMAT;
+		if (!create)
+			return 0;
+		if (open_subdir(reg, "ids", true, &loc(reg)->ids_fd, err) != 0 ||
+		    id_marker_make(reg, err) != 0 ||
+		    open_subdir(reg, "staging", true, &loc(reg)->tmp_fd, err) != 0)
+			return -1;
+		if (stamp_write(reg, "tmp", err) != 0) {
+			if (err->sys_errno != EEXIST)
+				return -1;
+			wsl_error_clear(err);	/* another wslock made it first */
+			return format_open(reg, create, err);
+		}
+		return 0;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		loc(reg)->format = 1;
+		return open_subdir(reg, "tmp", create, &loc(reg)->tmp_fd, err);
+	}
+	if (stamp_read(reg, &loc(reg)->format, err) != 0)
+		return -1;
+	if (loc(reg)->format > REGISTRY_FORMAT)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "registry %s has format %d, newer than this wslock knows (%d); use a newer wslock",
+				     reg->path, loc(reg)->format, REGISTRY_FORMAT);
+	if (loc(reg)->ids_fd < 0 && open_subdir(reg, "ids", create, &loc(reg)->ids_fd, err) != 0)
+		return -1;
+	if (create && loc(reg)->ids_fd >= 0 && id_marker_make(reg, err) != 0)
+		return -1;
+	return open_subdir(reg, "staging", create, &loc(reg)->tmp_fd, err);
 }
 
 static int open_dirs(struct registry *reg, const char *path, const char *workspace,
@@ -255,7 +379,7 @@ static int open_dirs(struct registry *reg, const char *path, const char *workspa
 		goto fail;
 	if (open_subdir(reg, "locks", create, &loc(reg)->locks_fd, err) != 0 ||
 	    open_subdir(reg, "nest", create, &loc(reg)->nest_fd, err) != 0 ||
-	    open_subdir(reg, "tmp", create, &loc(reg)->tmp_fd, err) != 0)
+	    format_open(reg, create, err) != 0)
 		goto fail;
 	fd = fsx_openat(loc(reg)->dir_fd, ".coordination",
 			create ? O_RDWR | O_CREAT | O_NONBLOCK : O_RDONLY | O_NONBLOCK,
@@ -312,6 +436,7 @@ static void local_close(struct registry *reg)
 	fsx_close(l->coord_fd);
 	fsx_close(l->tmp_fd);
 	fsx_close(l->nest_fd);
+	fsx_close(l->ids_fd);
 	fsx_close(l->locks_fd);
 	fsx_close(l->dir_fd);
 	free(l);
@@ -321,7 +446,7 @@ static void local_close(struct registry *reg)
 
 /* Takes the coordination lock (op LOCK_SH or LOCK_EX), waiting until dl
  * (NULL: as long as it takes). */
-static int local_lock(struct registry *reg, int op,
+static int coord_lock(struct registry *reg, int op,
 		      const struct registry_deadline *dl, struct wsl_error *err)
 {
 	if (loc(reg)->coord_fd < 0) {
@@ -361,16 +486,33 @@ static int local_lock(struct registry *reg, int op,
 	}
 }
 
-static int local_coord_lock(struct registry *reg, int op, struct wsl_error *err)
-{
-	return local_lock(reg, op, NULL, err);
-}
 
 static void local_unlock(struct registry *reg)
 {
 	if (loc(reg)->coord_fd >= 0 && loc(reg)->coord_held != 0)
 		fsx_flock(loc(reg)->coord_fd, LOCK_UN);
 	loc(reg)->coord_held = 0;
+}
+
+static int upgrade(struct registry *reg, struct wsl_error *err);
+
+/* The coordination lock; a mutation (LOCK_EX) of a 0.1 registry upgrades
+ * it first. */
+static int local_lock(struct registry *reg, int op,
+		      const struct registry_deadline *dl, struct wsl_error *err)
+{
+	if (coord_lock(reg, op, dl, err) != 0)
+		return -1;
+	if (op == LOCK_EX && loc(reg)->format < REGISTRY_FORMAT && upgrade(reg, err) != 0) {
+		local_unlock(reg);
+		return -1;
+	}
+	return 0;
+}
+
+static int local_coord_lock(struct registry *reg, int op, struct wsl_error *err)
+{
+	return local_lock(reg, op, NULL, err);
 }
 
 static bool key_valid(const char *s)
@@ -481,17 +623,114 @@ done:
 	return 0;
 }
 
+/* The key of a place in the identity space: BLAKE2b of the filesystem's
+ * identity followed by the path inside it (which starts with '/'). */
+static void identity_key(const char *fs, const char *fspath, char out[WSL_KEY_HEX + 1])
+{
+	char buf[MOUNTINFO_FS_MAX + PATH_MAX + 1];
+
+	snprintf(buf, sizeof(buf), "%s%s", fs, fspath);
+	crypto_path_key(buf, out);
+}
+
+/* Calls fn(ancestor, arg) for each proper ancestor of a path inside a
+ * filesystem, nearest first, ending with "/" (the filesystem's root, which
+ * a mount point makes a workspace like any other). */
+static int for_each_fs_ancestor(const char *fspath,
+				int (*fn)(const char *ancestor, void *arg), void *arg)
+{
+	char buf[PATH_MAX];
+	char *slash;
+	int rc;
+
+	if (strcmp(fspath, "/") == 0)
+		return 0;
+	snprintf(buf, sizeof(buf), "%s", fspath);
+	for (;;) {
+		slash = strrchr(buf, '/');
+		if (slash == NULL)
+			return 0;
+		if (slash == buf) {
+			return fn("/", arg);
+		}
+		*slash = '\0';
+		rc = fn(buf, arg);
+		if (rc != 0)
+			return rc;
+	}
+}
+
+/* The identity of a lock's workspace: its version 2 document's, else (a
+ * 0.1 lock, or a corrupt one whose path could be read) the directory's as
+ * it is now. False when it cannot be known. */
+static bool owner_identity(const struct owner *o, const char *root,
+			   char fs[MOUNTINFO_FS_MAX + 1], char fspath[PATH_MAX])
+{
+	struct wsl_error ignored = { 0 };
+
+	if (o != NULL && o->schema >= OWNER_SCHEMA) {
+		snprintf(fs, MOUNTINFO_FS_MAX + 1, "%s", o->workspace_fs);
+		snprintf(fspath, PATH_MAX, "%s", o->workspace_fs_path);
+		return true;
+	}
+	if (root == NULL || root[0] == '\0')
+		return false;
+	if (mountinfo_identity(root, fs, fspath, &ignored) != 0) {
+		wsl_error_clear(&ignored);
+		return false;
+	}
+	return true;
+}
+
+static bool entry_identity(const struct lock_entry *e, char fs[MOUNTINFO_FS_MAX + 1],
+			   char fspath[PATH_MAX])
+{
+	return owner_identity(e->has_owner ? &e->owner : NULL,
+			      e->has_owner ? e->owner.workspace_root : e->workspace_root,
+			      fs, fspath);
+}
+
 struct overlap_ctx {
 	struct registry *reg;
 	bool probe;
 	struct overlap *items;
 	size_t n, cap;
 	struct wsl_error *err;
+	const char *self_key;	/* the workspace's own path key: not an overlap */
+	const char *fs;		/* identity space: the workspace's filesystem */
+	const char *fspath;	/* and its path inside it */
 };
 
-static struct lock_entry *overlap_push(struct overlap_ctx *c, bool ancestor)
+/* True when the lock key is the workspace's own or already listed (the
+ * same lock is often found in both spaces). */
+static bool overlap_seen(const struct overlap_ctx *c, const char *key)
 {
-	return registry_overlap_push(&c->items, &c->n, &c->cap, ancestor, c->err);
+	size_t i;
+
+	if (c->self_key != NULL && strcmp(key, c->self_key) == 0)
+		return true;
+	for (i = 0; i < c->n; i++)
+		if (strcmp(c->items[i].entry.key, key) == 0)
+			return true;
+	return false;
+}
+
+/* Keeps e (taking its memory) as an overlap, or frees it when seen. */
+static int overlap_add(struct overlap_ctx *c, struct lock_entry *e, bool ancestor)
+{
+	struct lock_entry *slot;
+
+	if (overlap_seen(c, e->key)) {
+		lock_entry_free(e);
+		return 0;
+	}
+	slot = registry_overlap_push(&c->items, &c->n, &c->cap, ancestor, c->err);
+	if (slot == NULL) {
+		lock_entry_free(e);
+		return -1;
+	}
+	*slot = *e;
+	return 0;
 }
 
 static int overlap_ancestor(const char *ancestor, void *arg)
@@ -507,31 +746,50 @@ static int overlap_ancestor(const char *ancestor, void *arg)
 		return 0;
 	if (e.state == LOCK_CORRUPT)
 		snprintf(e.workspace_root, sizeof(e.workspace_root), "%s", ancestor);
-	{
-		struct lock_entry *slot = overlap_push(c, true);
-		if (slot == NULL) {
-			lock_entry_free(&e);
-			return -1;
-		}
-		*slot = e;
-	}
-	return 0;
+	return overlap_add(c, &e, true);
 }
 
-static int overlap_descendants(struct overlap_ctx *c, const char *workspace)
+/* How a lock found through a marker relates to the place marked. */
+enum marker_match { MATCH_PATH_BELOW, MATCH_ID_AT, MATCH_ID_BELOW };
+
+/* True when the held lock e really is where the marker says (markers
+ * outlive a crash; an orphan is ignored). A corrupt lock counts (fail
+ * closed): its place cannot be read. */
+static bool marker_true(const struct overlap_ctx *c, const struct lock_entry *e,
+			enum marker_match how, const char *where)
 {
-	char key[WSL_KEY_HEX + 1], path[PATH_MAX];
+	char fs[MOUNTINFO_FS_MAX + 1], fspath[PATH_MAX];
+
+	if (e->state == LOCK_CORRUPT)
+		return true;
+	if (how == MATCH_PATH_BELOW)
+		return wspath_within(e->workspace_root, where);
+	if (!entry_identity(e, fs, fspath) || strcmp(fs, c->fs) != 0)
+		return false;
+	if (how == MATCH_ID_AT)
+		return strcmp(fspath, where) == 0;
+	return strcmp(fspath, where) != 0 && wspath_within(fspath, where);
+}
+
+/* The locks marked in dirfd/KEY (nest/ or ids/; KEY for where), kept as
+ * overlaps when marker_true. */
+static int overlap_marked(struct overlap_ctx *c, int dirfd, const char *dirname,
+			  const char *key, enum marker_match how, const char *where,
+			  bool ancestor)
+{
+	char path[PATH_MAX], lockkey[WSL_KEY_HEX + 1];
+	/* ids/ holds both kinds: KEY (at) and KEY.below. */
+	const char *suffix = how == MATCH_ID_BELOW ? ID_BELOW : "";
 	struct dirent *de;
 	DIR *dir;
 	int fd;
 
-	if (loc(c->reg)->nest_fd < 0)
+	if (dirfd < 0)
 		return 0;
-	crypto_path_key(workspace, key);
-	if (path_join(path, c->reg->path, "nest", c->err) != 0 ||
+	if (path_join(path, c->reg->path, dirname, c->err) != 0 ||
 	    path_join(path, path, key, c->err) != 0)
 		return -1;
-	fd = fsx_open_dir_checked(loc(c->reg)->nest_fd, key, path, false, c->err);
+	fd = fsx_open_dir_checked(dirfd, key, path, false, c->err);
 	if (fd < 0) {
 		if (c->err->sys_errno == ENOENT && c->err->code == WSL_IO) {
 			wsl_error_clear(c->err);
@@ -545,46 +803,128 @@ static int overlap_descendants(struct overlap_ctx *c, const char *workspace)
 		return wsl_error_errno(c->err, WSL_IO, errno, "cannot read %s", path);
 	}
 	while ((de = readdir(dir)) != NULL) {
-		struct lock_entry e, *slot;
+		struct lock_entry e;
 
-		if (!key_valid(de->d_name))
+		if (strlen(de->d_name) != WSL_KEY_HEX + strlen(suffix) ||
+		    strcmp(de->d_name + WSL_KEY_HEX, suffix) != 0)
 			continue;
-		if (local_get_key(c->reg, de->d_name, c->probe, &e, c->err) != 0) {
+		memcpy(lockkey, de->d_name, WSL_KEY_HEX);
+		lockkey[WSL_KEY_HEX] = '\0';
+		if (!key_valid(lockkey) || overlap_seen(c, lockkey))
+			continue;
+		if (local_get_key(c->reg, lockkey, c->probe, &e, c->err) != 0) {
 			closedir(dir);
 			return -1;
 		}
-		if (e.state == LOCK_FREE)
+		if (e.state == LOCK_FREE || !marker_true(c, &e, how, where)) {
+			lock_entry_free(&e);
 			continue;	/* an orphan marker */
-		if (e.state != LOCK_CORRUPT && !wspath_within(e.workspace_root, workspace)) {
-			lock_entry_free(&e);
-			continue;	/* not really below: ignore */
 		}
-		slot = overlap_push(c, false);
-		if (slot == NULL) {
-			lock_entry_free(&e);
+		if (overlap_add(c, &e, ancestor) != 0) {
 			closedir(dir);
 			return -1;
 		}
-		*slot = e;
 	}
 	closedir(dir);
 	return 0;
 }
 
+static int overlap_id_ancestor(const char *fspath, void *arg)
+{
+	struct overlap_ctx *c = arg;
+	char key[WSL_KEY_HEX + 1];
+
+	identity_key(c->fs, fspath, key);
+	return overlap_marked(c, loc(c->reg)->ids_fd, "ids", key, MATCH_ID_AT, fspath, true);
+}
+
+/* False when no lock has an identity marker: every marker is a link to
+ * ids/.marker, so its link count says so in one fstatat(2), and an
+ * uncontended command skips the identity space's lookups. */
+static bool identity_space_used(const struct registry *reg)
+{
+	struct stat st;
+
+	if (loc(reg)->ids_fd < 0)
+		return false;
+	return fstatat(loc(reg)->ids_fd, ID_MARKER, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+	       st.st_nlink > 1;
+}
+
+/* Overlaps in both spaces: ancestors by path and by identity, then
+ * descendants by path and by identity. */
+static int overlaps_both(struct overlap_ctx *c, const char *workspace)
+{
+	char key[WSL_KEY_HEX + 1];
+
+	crypto_path_key(workspace, key);
+	if (wspath_for_each_ancestor(workspace, overlap_ancestor, c) != 0 ||
+	    (c->fs != NULL &&
+	     for_each_fs_ancestor(c->fspath, overlap_id_ancestor, c) != 0) ||
+	    overlap_marked(c, loc(c->reg)->nest_fd, "nest", key, MATCH_PATH_BELOW,
+			   workspace, false) != 0)
+		return -1;
+	if (c->fs == NULL)
+		return 0;
+	identity_key(c->fs, c->fspath, key);
+	return overlap_marked(c, loc(c->reg)->ids_fd, "ids", key, MATCH_ID_BELOW,
+			      c->fspath, false);
+}
+
 static int local_overlaps(struct registry *reg, const char *workspace, bool probe,
 			  struct overlap **out, size_t *n, struct wsl_error *err)
 {
-	struct overlap_ctx c = { reg, probe, NULL, 0, 0, err };
+	char self[WSL_KEY_HEX + 1], fs[MOUNTINFO_FS_MAX + 1], fspath[PATH_MAX];
+	struct overlap_ctx c = { reg, probe, NULL, 0, 0, err, self, NULL, NULL };
+	struct wsl_error ignored = { 0 };
 
 	*out = NULL;
 	*n = 0;
-	if (wspath_for_each_ancestor(workspace, overlap_ancestor, &c) != 0 ||
-	    overlap_descendants(&c, workspace) != 0) {
+	crypto_path_key(workspace, self);
+	if (identity_space_used(reg) && mountinfo_identity(workspace, fs, fspath, &ignored) == 0) {
+		c.fs = fs;
+		c.fspath = fspath;
+	}
+	wsl_error_clear(&ignored);
+	if (overlaps_both(&c, workspace) != 0) {
 		registry_overlaps_free(c.items, c.n);
 		return -1;
 	}
 	*out = c.items;
 	*n = c.n;
+	return 0;
+}
+
+/*
+ * The lock on the workspace itself found by identity: another spelling of
+ * the same directory (a bind mount, a container's mount) holds it at
+ * another path key than skip_key. *e stays LOCK_FREE when there is none.
+ */
+static int identity_self(struct registry *reg, const char *workspace, const char *skip_key,
+			 bool probe, struct lock_entry *e, struct wsl_error *err)
+{
+	char fs[MOUNTINFO_FS_MAX + 1], fspath[PATH_MAX], key[WSL_KEY_HEX + 1];
+	struct overlap_ctx c = { reg, probe, NULL, 0, 0, err, skip_key, fs, fspath };
+	struct wsl_error ignored = { 0 };
+	size_t i;
+
+	memset(e, 0, sizeof(*e));
+	e->state = LOCK_FREE;
+	if (!identity_space_used(reg) || mountinfo_identity(workspace, fs, fspath, &ignored) != 0) {
+		wsl_error_clear(&ignored);
+		return 0;
+	}
+	identity_key(fs, fspath, key);
+	if (overlap_marked(&c, loc(reg)->ids_fd, "ids", key, MATCH_ID_AT, fspath, true) != 0) {
+		registry_overlaps_free(c.items, c.n);
+		return -1;
+	}
+	if (c.n > 0) {
+		*e = c.items[0].entry;
+		for (i = 1; i < c.n; i++)
+			lock_entry_free(&c.items[i].entry);
+		free(c.items);
+	}
 	return 0;
 }
 
@@ -615,19 +955,27 @@ struct marker_ctx {
 	const char *key;	/* the held workspace's key */
 	enum marker_step step;
 	struct wsl_error *err;
+	const char *fs;		/* identity space: the filesystem; NULL: by path */
+	int dirfd;		/* nest/ or ids/ */
+	const char *dirname;
+	const char *suffix;	/* after the key in the marker's name */
 };
+
 
 static int marker_apply(const char *ancestor, void *arg)
 {
 	struct marker_ctx *m = arg;
-	char akey[WSL_KEY_HEX + 1], path[PATH_MAX];
+	char akey[WSL_KEY_HEX + 1], path[PATH_MAX], name[WSL_KEY_HEX + 16];
 	int fd, mfd;
 
-	crypto_path_key(ancestor, akey);
+	if (m->fs != NULL)
+		identity_key(m->fs, ancestor, akey);
+	else
+		crypto_path_key(ancestor, akey);
 	if (m->step == MARKER_SYNC) {
 		/* After every marker exists: the first fsync commits them all
 		 * on a journaling filesystem, the others find little to do. */
-		fd = fsx_openat(loc(m->reg)->nest_fd, akey, O_RDONLY | O_DIRECTORY, 0);
+		fd = fsx_openat(m->dirfd, akey, O_RDONLY | O_DIRECTORY, 0);
 		if (fd < 0 || sync_before_commit(m->reg, fd) != 0) {
 			wsl_error_errno(m->err, WSL_IO, errno, "cannot sync nest marker of %s",
 					ancestor);
@@ -637,23 +985,35 @@ static int marker_apply(const char *ancestor, void *arg)
 		fsx_close(fd);
 		return 0;
 	}
+	snprintf(name, sizeof(name), "%s%s", m->key, m->suffix);
 	if (m->step == MARKER_REMOVE) {
-		fd = fsx_openat(loc(m->reg)->nest_fd, akey, O_RDONLY | O_DIRECTORY, 0);
+		fd = fsx_openat(m->dirfd, akey, O_RDONLY | O_DIRECTORY, 0);
 		if (fd < 0)
 			return 0;
-		unlinkat(fd, m->key, 0);
+		unlinkat(fd, name, 0);
 		fsx_close(fd);
 		/* Fails with ENOTEMPTY while other markers remain. */
-		unlinkat(loc(m->reg)->nest_fd, akey, AT_REMOVEDIR);
+		if (m->fs == NULL)
+			unlinkat(m->dirfd, akey, AT_REMOVEDIR);
 		return 0;
 	}
-	if (path_join(path, m->reg->path, "nest", m->err) != 0 ||
+	if (path_join(path, m->reg->path, m->dirname, m->err) != 0 ||
 	    path_join(path, path, akey, m->err) != 0)
 		return -1;
-	fd = fsx_open_dir_checked(loc(m->reg)->nest_fd, akey, path, true, m->err);
+	fd = fsx_open_dir_checked(m->dirfd, akey, path, true, m->err);
 	if (fd < 0)
 		return -1;
-	mfd = fsx_openat(fd, m->key, O_WRONLY | O_CREAT | O_NONBLOCK, 0600);
+	if (m->fs != NULL) {
+		if (linkat(loc(m->reg)->ids_fd, ID_MARKER, fd, name, 0) != 0 && errno != EEXIST) {
+			wsl_error_errno(m->err, WSL_IO, errno, "cannot write identity marker in %s",
+					path);
+			fsx_close(fd);
+			return -1;
+		}
+		fsx_close(fd);
+		return 0;
+	}
+	mfd = fsx_openat(fd, name, O_WRONLY | O_CREAT | O_NONBLOCK, 0600);
 	if (mfd < 0) {
 		wsl_error_errno(m->err, WSL_IO, errno, "cannot write nest marker in %s", path);
 		fsx_close(mfd);
@@ -665,6 +1025,35 @@ static int marker_apply(const char *ancestor, void *arg)
 	return 0;
 }
 
+/* Adds, syncs or removes (step) the identity markers of the lock key whose
+ * owner is o (a 0.1 or corrupt one: root's identity now): ids/I/key and
+ * nest/IA/key for every identity ancestor IA. Unknown identity: nothing. */
+static int identity_markers_at(struct registry *reg, const char *key, const char *fs,
+			       const char *fspath, enum marker_step step,
+			       struct wsl_error *err)
+{
+	struct marker_ctx m = { reg, key, step, err, fs, loc(reg)->ids_fd, "ids", ID_BELOW };
+	int rc;
+
+	if (loc(reg)->ids_fd < 0)
+		return 0;
+	rc = for_each_fs_ancestor(fspath, marker_apply, &m);
+	if (rc != 0 && step != MARKER_REMOVE)
+		return -1;
+	m.suffix = "";
+	return marker_apply(fspath, &m);
+}
+
+static int identity_markers(struct registry *reg, const char *key, const struct owner *o,
+			    enum marker_step step, struct wsl_error *err)
+{
+	char fs[MOUNTINFO_FS_MAX + 1], fspath[PATH_MAX];
+
+	if (!owner_identity(o, o->workspace_root, fs, fspath))
+		return 0;
+	return identity_markers_at(reg, key, fs, fspath, step, err);
+}
+
 static void stage_name(char out[STAGE_NAME_MAX], const char *prefix)
 {
 	char rnd[17];
@@ -673,8 +1062,8 @@ static void stage_name(char out[STAGE_NAME_MAX], const char *prefix)
 	snprintf(out, STAGE_NAME_MAX, "%s.%ld.%s", prefix, (long)getpid(), rnd);
 }
 
-static int unpublish(struct registry *reg, const char *key,
-		     const char *workspace, struct wsl_error *err);
+static int unpublish(struct registry *reg, const char *key, const char *workspace,
+		     const struct owner *o, struct wsl_error *err);
 
 /* Writes and publishes o; the caller holds the coordination lock and has
  * checked that nothing overlaps. */
@@ -722,14 +1111,17 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 		goto fail;
 	}
 	CRASH_POINT("acquire:staging-synced");
-	m = (struct marker_ctx){ reg, key, MARKER_ADD, err };
-	if (wspath_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0)
+	m = (struct marker_ctx){ reg, key, MARKER_ADD, err, NULL, loc(reg)->nest_fd, "nest", "" };
+	if (wspath_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0 ||
+	    identity_markers(reg, key, o, MARKER_ADD, err) != 0)
 		goto fail_markers;
 	m.step = MARKER_SYNC;
 	if (loc(reg)->fs_kind == FS_OTHER &&
-	    wspath_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0)
+	    (wspath_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0 ||
+	     identity_markers(reg, key, o, MARKER_SYNC, err) != 0))
 		goto fail_markers;
-	if (sync_before_commit(reg, loc(reg)->nest_fd) != 0) {
+	if (sync_before_commit(reg, loc(reg)->nest_fd) != 0 ||
+	    (loc(reg)->ids_fd >= 0 && sync_before_commit(reg, loc(reg)->ids_fd) != 0)) {
 		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s/nest", reg->path);
 		goto fail_markers;
 	}
@@ -747,7 +1139,7 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 		fsx_close(sfd);
 		free(text);
 		fsx_close(lfd);
-		unpublish(reg, key, o->workspace_root, err);
+		unpublish(reg, key, o->workspace_root, o, err);
 		return wsl_error_errno(err, WSL_IO, e, "cannot sync %s/locks", reg->path);
 	}
 	CRASH_POINT("acquire:dir-synced");
@@ -761,6 +1153,7 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 fail_markers:
 	m.step = MARKER_REMOVE;
 	wspath_for_each_ancestor(o->workspace_root, marker_apply, &m);
+	identity_markers(reg, key, o, MARKER_REMOVE, err);
 fail:
 	fsx_close(lfd);
 	fsx_close(sfd);
@@ -791,6 +1184,11 @@ static int local_try_acquire(struct registry *reg, const struct owner *o,
 			 o->workspace_root);
 	if (self.state != LOCK_FREE)
 		lockrules_conflict_keep(conflict, &self);
+	/* The same directory locked through another path. */
+	if (identity_self(reg, o->workspace_root, key, true, &self, err) != 0)
+		goto out;
+	if (self.state != LOCK_FREE)
+		lockrules_conflict_keep(conflict, &self);
 	if (local_overlaps(reg, o->workspace_root, true, &ov, &n, err) != 0)
 		goto out;
 	for (i = 0; i < n; i++)
@@ -809,20 +1207,23 @@ out:
 /* Removes the lock key of workspace: renamed out of locks/ into tmp/ (the
  * atomic step), then its nest markers and files go. The caller holds
  * LOCK_EX. */
-static int unpublish(struct registry *reg, const char *key,
-		     const char *workspace, struct wsl_error *err)
+static int unpublish(struct registry *reg, const char *key, const char *workspace,
+		     const struct owner *o, struct wsl_error *err)
 {
-	char gone[STAGE_NAME_MAX];
+	char gone[STAGE_NAME_MAX], fs[MOUNTINFO_FS_MAX + 1], fspath[PATH_MAX];
 	struct marker_ctx m;
 	struct stat st;
+	bool has_id = owner_identity(o, workspace, fs, fspath);
 
 	stage_name(gone, "rel");
 	if (renameat2(loc(reg)->locks_fd, key, loc(reg)->tmp_fd, gone, RENAME_NOREPLACE) != 0)
 		return wsl_error_errno(err, WSL_IO, errno,
 				       "cannot remove the lock of %s", workspace);
 	CRASH_POINT("release:renamed");
-	m = (struct marker_ctx){ reg, key, MARKER_REMOVE, err };
+	m = (struct marker_ctx){ reg, key, MARKER_REMOVE, err, NULL, loc(reg)->nest_fd, "nest", "" };
 	wspath_for_each_ancestor(workspace, marker_apply, &m);
+	if (has_id)
+		identity_markers_at(reg, key, fs, fspath, MARKER_REMOVE, err);
 	CRASH_POINT("release:markers-removed");
 	/* A corrupt lock may be a symlink or a file: unlink it, never follow. */
 	if (fstatat(loc(reg)->tmp_fd, gone, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
@@ -845,10 +1246,14 @@ static int local_release(struct registry *reg, const char *workspace,
 	if (local_lock(reg, LOCK_EX, NULL, err) != 0)
 		return -1;
 	crypto_path_key(workspace, key);
-	if (local_get_key(reg, key, false, &e, err) != 0 ||
-	    lockrules_check_release(workspace, token, &e, err) != 0)
+	if (local_get_key(reg, key, false, &e, err) != 0)
 		goto out;
-	if (unpublish(reg, key, workspace, err) != 0)
+	if (e.state == LOCK_FREE && identity_self(reg, workspace, key, false, &e, err) != 0)
+		goto out;
+	if (lockrules_check_release(workspace, token, &e, err) != 0)
+		goto out;
+	if (unpublish(reg, e.key, e.workspace_root[0] != '\0' ? e.workspace_root : workspace,
+		      e.has_owner ? &e.owner : NULL, err) != 0)
 		goto out;
 	if (released != NULL)
 		*released = e.owner;
@@ -1015,7 +1420,7 @@ static int local_take_over(struct registry *reg, const char *workspace,
 		ev.prior_raw = e->raw;
 		ev.prior_raw_len = e->raw_len;
 		if (journal_append(loc(reg)->dir_fd, reg->path, &ev, sync_data(reg), err) != 0 ||
-		    unpublish(reg, key, workspace, err) != 0)
+		    unpublish(reg, key, workspace, NULL, err) != 0)
 			goto out;
 		CRASH_POINT("takeover:corrupt-removed");
 		rc = next != NULL ? publish(reg, next, live_fd, err) : 0;
@@ -1028,11 +1433,16 @@ static int local_take_over(struct registry *reg, const char *workspace,
 		goto out;
 	CRASH_POINT("takeover:journaled");
 	if (next == NULL) {
-		rc = unpublish(reg, key, workspace, err);
+		rc = unpublish(reg, key, workspace, &e->owner, err);
 		goto out;
 	}
 	lfd = fsx_open_dir_checked(loc(reg)->locks_fd, key, dirpath, false, err);
 	if (lfd < 0)
+		goto out;
+	/* The new owner is found by its identity before it takes over (a
+	 * 0.1 owner's markers came from the upgrade: the same or orphans). */
+	if (identity_markers(reg, key, next, MARKER_ADD, err) != 0 ||
+	    (loc(reg)->ids_fd >= 0 && sync_before_commit(reg, loc(reg)->ids_fd) != 0))
 		goto out;
 	rc = replace_owner(reg, lfd, dirpath, next, live_fd, err);
 out:
@@ -1126,16 +1536,20 @@ static void free_names(char **names, size_t n)
 	free(names);
 }
 
+static int garbage_markers(struct registry *reg, int dirfd, const char *dirname,
+			   bool remove, size_t *orphan_markers, struct wsl_error *err);
+
 static int local_garbage(struct registry *reg, bool remove, size_t *staging,
 			 size_t *orphan_markers, struct wsl_error *err)
 {
-	char **names = NULL, **markers = NULL;
-	size_t n = 0, m = 0, i, j;
+	char **names = NULL;
+	size_t n = 0, i;
 
 	*staging = *orphan_markers = 0;
 	if (loc(reg)->tmp_fd >= 0) {
 		if (list_names(loc(reg)->tmp_fd, &names, &n) != 0)
-			return wsl_error_errno(err, WSL_IO, errno, "cannot read %s/tmp", reg->path);
+			return wsl_error_errno(err, WSL_IO, errno, "cannot read %s/staging",
+					       reg->path);
 		for (i = 0; i < n; i++) {
 			struct stat st;
 			(*staging)++;
@@ -1150,19 +1564,35 @@ static int local_garbage(struct registry *reg, bool remove, size_t *staging,
 		}
 		free_names(names, n);
 	}
-	if (loc(reg)->nest_fd < 0)
+	if (garbage_markers(reg, loc(reg)->nest_fd, "nest", remove, orphan_markers, err) != 0)
+		return -1;
+	return garbage_markers(reg, loc(reg)->ids_fd, "ids", remove, orphan_markers, err);
+}
+
+/* Counts (and with remove deletes) the markers in dirfd (nest/ or ids/)
+ * whose lock is gone. */
+static int garbage_markers(struct registry *reg, int dirfd, const char *dirname,
+			   bool remove, size_t *orphan_markers, struct wsl_error *err)
+{
+	char **names = NULL, **markers = NULL;
+	size_t n = 0, m = 0, i, j;
+
+	if (dirfd < 0)
 		return 0;
-	if (list_names(loc(reg)->nest_fd, &names, &n) != 0)
-		return wsl_error_errno(err, WSL_IO, errno, "cannot read %s/nest", reg->path);
+	if (list_names(dirfd, &names, &n) != 0)
+		return wsl_error_errno(err, WSL_IO, errno, "cannot read %s/%s", reg->path,
+				       dirname);
 	for (i = 0; i < n; i++) {
-		int afd = fsx_openat(loc(reg)->nest_fd, names[i], O_RDONLY | O_DIRECTORY, 0);
+		int afd = fsx_openat(dirfd, names[i], O_RDONLY | O_DIRECTORY, 0);
 		if (afd < 0)
 			continue;
 		if (list_names(afd, &markers, &m) == 0) {
 			for (j = 0; j < m; j++) {
 				struct stat st;
+				char lk[WSL_KEY_HEX + 1];
+				snprintf(lk, sizeof(lk), "%.64s", markers[j]);
 				if (loc(reg)->locks_fd >= 0 &&
-				    fstatat(loc(reg)->locks_fd, markers[j], &st, AT_SYMLINK_NOFOLLOW) == 0)
+				    fstatat(loc(reg)->locks_fd, lk, &st, AT_SYMLINK_NOFOLLOW) == 0)
 					continue;
 				(*orphan_markers)++;
 				if (remove)
@@ -1172,7 +1602,7 @@ static int local_garbage(struct registry *reg, bool remove, size_t *staging,
 		}
 		fsx_close(afd);
 		if (remove)
-			unlinkat(loc(reg)->nest_fd, names[i], AT_REMOVEDIR);
+			unlinkat(dirfd, names[i], AT_REMOVEDIR);
 	}
 	free_names(names, n);
 	return 0;
@@ -1187,6 +1617,8 @@ static int local_get(struct registry *reg, const char *workspace, bool probe,
 	crypto_path_key(workspace, key);
 	if (local_get_key(reg, key, probe, e, err) != 0)
 		return -1;
+	if (e->state == LOCK_FREE)
+		return identity_self(reg, workspace, key, probe, e, err);
 	if (e->state == LOCK_CORRUPT)
 		snprintf(e->workspace_root, sizeof(e->workspace_root), "%s", workspace);
 	return 0;
@@ -1238,6 +1670,84 @@ static int local_wait(struct registry *reg, int sigfd, long timeout_ms,
 		while (read(loc(reg)->watch_fd, buf, sizeof(buf)) > 0)
 			;
 	return sigfd >= 0 && (pfd[n - 1].revents & POLLIN) ? 1 : 0;
+}
+
+/*
+ * Upgrades a 0.1 registry (format 1) in place; the caller holds the
+ * coordination lock exclusively, so no wslock is inside a mutation. Every
+ * lock keeps its bytes at its 0.1 key and gets its identity markers; then
+ * the stamp file takes tmp/'s place in one rename(RENAME_EXCHANGE) (the
+ * commit point). The old tmp/ moves into staging/: a 0.1 `run` holding a
+ * lock across the upgrade still releases through it (it opened it at its
+ * start), and reclaim collects it later like any staging leftover.
+ */
+static int upgrade(struct registry *reg, struct wsl_error *err)
+{
+	char **names = NULL;
+	size_t n = 0, i;
+	int staging = -1, rc = -1;
+
+	if (format_open(reg, true, err) != 0)	/* another wslock may have done it */
+		return -1;
+	if (loc(reg)->format >= REGISTRY_FORMAT)
+		return 0;
+	if (open_subdir(reg, "ids", true, &loc(reg)->ids_fd, err) != 0 ||
+	    id_marker_make(reg, err) != 0 ||
+	    open_subdir(reg, "staging", true, &staging, err) != 0)
+		goto out;
+	if (loc(reg)->locks_fd >= 0 && list_names(loc(reg)->locks_fd, &names, &n) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot read %s/locks", reg->path);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		char fs[MOUNTINFO_FS_MAX + 1], fspath[PATH_MAX];
+		struct lock_entry e;
+
+		if (!key_valid(names[i]))
+			continue;
+		if (local_get_key(reg, names[i], false, &e, err) != 0)
+			goto out;
+		if (e.state != LOCK_FREE && entry_identity(&e, fs, fspath) &&
+		    identity_markers_at(reg, names[i], fs, fspath, MARKER_ADD, err) != 0) {
+			lock_entry_free(&e);
+			goto out;
+		}
+		lock_entry_free(&e);
+	}
+	if (sync_before_commit(reg, loc(reg)->nest_fd) != 0 ||
+	    sync_before_commit(reg, loc(reg)->ids_fd) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s", reg->path);
+		goto out;
+	}
+	CRASH_POINT("upgrade:markers-written");
+	unlinkat(loc(reg)->dir_fd, "tmp.new", 0);
+	if (stamp_write(reg, "tmp.new", err) != 0)
+		goto out;
+	if (renameat2(loc(reg)->dir_fd, "tmp.new", loc(reg)->dir_fd, "tmp", RENAME_EXCHANGE) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot stamp %s/tmp", reg->path);
+		unlinkat(loc(reg)->dir_fd, "tmp.new", 0);
+		goto out;
+	}
+	if (sync_commit(reg, loc(reg)->dir_fd) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s", reg->path);
+		goto out;
+	}
+	CRASH_POINT("upgrade:stamped");
+	{
+		char old[STAGE_NAME_MAX];
+		stage_name(old, "v0.1-tmp");
+		if (renameat(loc(reg)->dir_fd, "tmp.new", staging, old) != 0)
+			wsl_error_clear(err);	/* left beside the stamp: harmless */
+	}
+	fsx_close(loc(reg)->tmp_fd);
+	loc(reg)->tmp_fd = staging;
+	staging = -1;
+	loc(reg)->format = REGISTRY_FORMAT;
+	rc = 0;
+out:
+	fsx_close(staging);
+	free_names(names, n);
+	return rc;
 }
 
 const struct registry_ops registry_local_ops = {

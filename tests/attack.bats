@@ -23,6 +23,8 @@ ATTACKS=(
 	"nest_symlink              77 WSLOCK_UNSAFE_PATH"
 	"tmp_symlink               77 WSLOCK_UNSAFE_PATH"
 	"tmp_fifo                  77 WSLOCK_UNSAFE_PATH"
+	"staging_symlink           77 WSLOCK_UNSAFE_PATH"
+	"ids_symlink               77 WSLOCK_UNSAFE_PATH"
 	"locks_mode_0777           77 WSLOCK_UNSAFE_PATH"
 	"coordination_symlink      77 WSLOCK_UNSAFE_PATH"
 	"coordination_fifo         77 WSLOCK_UNSAFE_PATH"
@@ -143,6 +145,16 @@ attack_tmp_fifo() {
 	init_registry
 	rm -rf "$WSLOCK_DIR/tmp"
 	mkfifo -m 0600 "$WSLOCK_DIR/tmp"
+}
+attack_staging_symlink() {
+	init_registry
+	rm -rf "$WSLOCK_DIR/staging"
+	ln -s "$E" "$WSLOCK_DIR/staging"
+}
+attack_ids_symlink() {
+	init_registry
+	rm -rf "$WSLOCK_DIR/ids"
+	ln -s "$E" "$WSLOCK_DIR/ids"
 }
 attack_locks_mode_0777() {
 	init_registry
@@ -395,6 +407,8 @@ attack_verdict() {
 @test "attack: nest_symlink" { attack nest_symlink; }
 @test "attack: tmp_symlink" { attack tmp_symlink; }
 @test "attack: tmp_fifo" { attack tmp_fifo; }
+@test "attack: staging_symlink" { attack staging_symlink; }
+@test "attack: ids_symlink" { attack ids_symlink; }
 @test "attack: locks_mode_0777" { attack locks_mode_0777; }
 @test "attack: coordination_symlink" { attack coordination_symlink; }
 @test "attack: coordination_fifo" { attack coordination_fifo; }

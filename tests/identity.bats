@@ -273,3 +273,86 @@ in_mountns() {
 	  "$(jq -c '[.workspace_fs, .workspace_fs_path]' <<<"$via_real")" ] ||
 		fail "identity differs in another mount namespace: $output"
 }
+
+@test "a bind-mount alias and its subdirectory conflict with the real path, both ways" {
+	needs_mounts
+	mkws real/sub alias
+	run -0 in_mountns '
+		W=$1 r=$2 a=$3 d=$4
+		mount --bind "$r" "$a" || exit 1
+		hold() {
+			rm -f "$d/ready" "$d/go"
+			"$W" run "$1" -- sh -c "touch $d/ready; while [ ! -e $d/go ]; do sleep 0.05; done" &
+			i=0; while [ ! -e "$d/ready" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+			[ -e "$d/ready" ] || { echo "holder of $1 did not start"; exit 1; }
+		}
+		try() { "$W" run -n "$1" -- echo TWICE 2>/dev/null; echo "$2=$?"; }
+		hold "$r"
+		try "$a" alias; try "$a/sub" alias_sub; try "$r/sub" real_sub
+		touch "$d/go"; wait
+		hold "$a/sub"
+		try "$r" real; try "$r/sub" real_sub2; try "$a" alias2
+		touch "$d/go"; wait
+		try "$a/sub" after
+		' sh "$WSLOCK" "$(canon "$(W real)")" "$(canon "$(W alias)")" "$BATS_TEST_TMPDIR"
+	for k in alias alias_sub real_sub real real_sub2 alias2; do
+		[[ $output == *"$k=75"* ]] || fail "$k did not conflict: $output"
+	done
+	[[ $output == *"after=0"* ]] || fail "free again afterwards: $output"
+	[ "$(grep -c TWICE <<<"$output")" -eq 1 ] || fail "ran beside a holder: $output"
+}
+
+# The container-like side of the contention test: new mount, pid and UTS
+# namespaces, the registry and the workspace bind-mounted at other paths.
+container_loop() {
+	local reg=$1 ws=$2 n=$3 marks=$4
+	timeout -k 5 300 unshare -m -p -u --fork --mount-proc --propagation private sh -c '
+		hostname wslock-ct || exit 1
+		mount --bind "$1" "$5/ct-reg" && mount --bind "$2" "$5/ct-ws" || exit 1
+		i=0
+		while [ $i -lt "$3" ]; do
+			WSLOCK_DIR=$5/ct-reg "$6" run "$5/ct-ws" -- sh -c "$7" sh "$5/ct-ws" "$4" ct || exit 1
+			i=$((i + 1))
+		done' sh "$reg" "$ws" "$n" "$marks" "$BATS_TEST_TMPDIR" "$WSLOCK" "$DETECT"
+}
+
+# The marker detector: one holder at a time, or an overlap is recorded.
+DETECT='mkdir "$1/.held" 2>/dev/null || { echo "$3 overlap" >>"$2"; exit 0; }
+	echo "$3" >>"$2.order"; sleep 0.01; rmdir "$1/.held"'
+
+@test "a container-like namespace sharing the registry by bind mount contends with the host: zero overlaps" {
+	needs_pidns
+	needs_mounts
+	mkws shared
+	mkdir -p "$BATS_TEST_TMPDIR/ct-reg" "$BATS_TEST_TMPDIR/ct-ws" "$WSLOCK_DIR"
+	chmod 0700 "$WSLOCK_DIR"
+	local ws marks=$BATS_TEST_TMPDIR/marks n=25
+	ws=$(canon "$(W shared)")
+	: >"$marks"
+	container_loop "$WSLOCK_DIR" "$ws" "$n" "$marks" &
+	local ct=$!
+	track_pid "$ct"
+	for ((i = 0; i < n; i++)); do
+		wsl run "$ws" -- sh -c "$DETECT" sh "$ws" "$marks" host || fail "host run $i failed"
+	done
+	wait_exit "$ct" 300
+	[ "$WAIT_STATUS" -eq 0 ] || fail "the container loop failed ($WAIT_STATUS)"
+	[ ! -s "$marks" ] || fail "overlaps: $(cat "$marks")"
+	[ "$(grep -c . "$marks.order")" -eq $((2 * n)) ] || fail "not every run held: $(wc -l <"$marks.order")"
+	grep -q ct "$marks.order" && grep -q host "$marks.order" || fail "one side never ran"
+}
+
+@test "a registry format newer than this binary knows is refused, and nothing changes" {
+	mkws a
+	run -0 --separate-stderr wsl run "$(W a)" -- true
+	[ "$(cat "$WSLOCK_DIR/tmp")" = "wslock registry format 2" ] || fail "stamp: $(cat "$WSLOCK_DIR/tmp")"
+	[ "$(stat -c %a "$WSLOCK_DIR/tmp")" = 600 ] || fail "stamp mode $(stat -c %a "$WSLOCK_DIR/tmp")"
+	[ -d "$WSLOCK_DIR/staging" ] && [ -d "$WSLOCK_DIR/ids" ] || fail "no staging/ or ids/"
+	printf 'wslock registry format 3\n' >"$WSLOCK_DIR/tmp"
+	before=$(registry_snapshot)
+	run -77 --separate-stderr wsl run "$(W a)" -- echo RAN
+	[[ $output != *RAN* ]] || fail "ran on a newer registry"
+	[[ $stderr == *"format 3"* ]] || fail "does not say why: $stderr"
+	run -77 --separate-stderr wsl inspect "$(W a)"
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+}

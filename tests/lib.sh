@@ -123,14 +123,20 @@ lock_key_of() {
 }
 
 # wsl_registry_leftovers REGISTRY: prints "DIR/: ENTRY..." for each of the
-# registry's working directories (locks, nest, staging and tmp when it is
-# a directory) that is not empty; 1 when one is not.
+# registry's working directories (locks, nest, staging, ids, and tmp when it
+# is a directory) that is not empty; 1 when one is not. ids/ keeps .marker
+# (the inode its markers link to) and may keep emptied directories.
 wsl_registry_leftovers() {
-	local d rc=0
-	for d in locks nest staging tmp; do
+	local d rc=0 left
+	for d in locks nest staging tmp ids; do
 		[ -d "$1/$d" ] && [ ! -L "$1/$d" ] || continue
-		if [ -n "$(ls -A "$1/$d")" ]; then
-			echo "$d/: $(ls -A "$1/$d" | head -3 | tr '\n' ' ')"
+		if [ "$d" = ids ]; then
+			left=$(find "$1/ids" -mindepth 1 ! -type d ! -path "$1/ids/.marker" -printf '%P\n')
+		else
+			left=$(ls -A "$1/$d")
+		fi
+		if [ -n "$left" ]; then
+			echo "$d/: $(head -3 <<<"$left" | tr '\n' ' ')"
 			rc=1
 		fi
 	done

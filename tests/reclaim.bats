@@ -32,7 +32,7 @@ populate() {
 	edit_owner "$(W remote)" '.host = "far.example"'
 	dead_acquired "$(W corrupt)"
 	printf 'not an owner' | put_owner "$(W corrupt)"
-	mkdir -m 0700 "$WSLOCK_DIR/tmp/acq.999999.deadbeef"
+	mkdir -m 0700 "$WSLOCK_DIR/staging/acq.999999.deadbeef"
 	mkdir -m 0700 "$WSLOCK_DIR/nest/$(hex64 a)"
 	: >"$WSLOCK_DIR/nest/$(hex64 a)/$(hex64 b)"
 	chmod 0600 "$WSLOCK_DIR/nest/$(hex64 a)/$(hex64 b)"
@@ -184,18 +184,18 @@ populate() {
 	acquire_as "$SLEEPER_PID" "$(W p)/child"
 	markers=$(cd "$WSLOCK_DIR/nest" && find . -type f | sort)
 	[ -n "$markers" ] || fail "no nest markers for a held lock"
-	mkdir -m 0700 "$WSLOCK_DIR/tmp/acq.999999.deadbeef"
-	: >"$WSLOCK_DIR/tmp/acq.999999.deadbeef/owner.json"
-	chmod 0600 "$WSLOCK_DIR/tmp/acq.999999.deadbeef/owner.json"
+	mkdir -m 0700 "$WSLOCK_DIR/staging/acq.999999.deadbeef"
+	: >"$WSLOCK_DIR/staging/acq.999999.deadbeef/owner.json"
+	chmod 0600 "$WSLOCK_DIR/staging/acq.999999.deadbeef/owner.json"
 	mkdir -m 0700 "$WSLOCK_DIR/nest/$(hex64 c)"
 	: >"$WSLOCK_DIR/nest/$(hex64 c)/$(hex64 d)"
 	chmod 0600 "$WSLOCK_DIR/nest/$(hex64 c)/$(hex64 d)"
 	run -0 --separate-stderr wsl reclaim
 	jq_ok '.garbage == {"staging": 1, "orphan_markers": 1}'
-	[ -d "$WSLOCK_DIR/tmp/acq.999999.deadbeef" ] || fail "preview removed garbage"
+	[ -d "$WSLOCK_DIR/staging/acq.999999.deadbeef" ] || fail "preview removed garbage"
 	run -0 --separate-stderr wsl reclaim --yes
 	jq_ok '.garbage_removed == {"staging": 1, "orphan_markers": 1} and .reclaimed == []'
-	[ ! -e "$WSLOCK_DIR/tmp/acq.999999.deadbeef" ] || fail "staging directory left"
+	[ ! -e "$WSLOCK_DIR/staging/acq.999999.deadbeef" ] || fail "staging directory left"
 	[ ! -e "$WSLOCK_DIR/nest/$(hex64 c)/$(hex64 d)" ] || fail "orphan marker left"
 	[ "$(cd "$WSLOCK_DIR/nest" && find . -type f | sort)" = "$markers" ] || fail "a held lock's markers changed"
 	# Overlap checks still work: the parent is busy.

@@ -46,7 +46,9 @@ assert_refused() {
 		run -0 --separate-stderr wsl release --token "$(json_get .token "$OWNER")" "$(W w/a)"
 		run -0 --separate-stderr wsl run "$(W w/a/b)" -- true
 	done
-	left=$(find "$WSLOCK_DIR/locks" "$WSLOCK_DIR/nest" "$WSLOCK_DIR/tmp" -mindepth 1 2>/dev/null || true)
+	left=$(find "$WSLOCK_DIR/locks" "$WSLOCK_DIR/nest" "$WSLOCK_DIR/staging" -mindepth 1 2>/dev/null || true)
+	# ids/ keeps its emptied directories (reclaim collects them) and .marker.
+	left+=$(find "$WSLOCK_DIR/ids" -mindepth 1 ! -type d ! -path "$WSLOCK_DIR/ids/.marker" 2>/dev/null || true)
 	[ -z "$left" ] || fail "left behind: $left"
 	# Nothing in the registry is group/world accessible.
 	bad=$(find "$WSLOCK_DIR" -perm /077)
@@ -173,13 +175,13 @@ assert_refused() {
 	assert_refused 77 WSLOCK_UNSAFE_PATH "$(W a)"
 }
 
-@test "tmp/ or nest/ a symlink: refused with 77, target untouched" {
+@test "staging/, ids/, nest/ or the tmp stamp a symlink: refused with 77, target untouched" {
 	mkws a
 	make_registry
 	mkdir -m 0700 "$BATS_TEST_TMPDIR/elsewhere"
 	EXTRA_SNAPSHOT_DIR=$BATS_TEST_TMPDIR/elsewhere
-	for sub in tmp nest; do
-		[ -d "$WSLOCK_DIR/$sub" ] || continue
+	for sub in staging ids nest tmp; do
+		[ -e "$WSLOCK_DIR/$sub" ] || fail "registry has no $sub"
 		mv "$WSLOCK_DIR/$sub" "$BATS_TEST_TMPDIR/saved-$sub"
 		ln -s "$BATS_TEST_TMPDIR/elsewhere" "$WSLOCK_DIR/$sub"
 		assert_refused 77 WSLOCK_UNSAFE_PATH "$(W a)"
@@ -319,11 +321,11 @@ assert_refused() {
 	assert_refused 66 WSLOCK_NO_WORKSPACE "$(W does-not-exist)"
 }
 
-@test "a stale staging file in tmp/ does not block acquire" {
+@test "a stale staging file in staging/ does not block acquire" {
 	mkws a
 	make_registry
-	mkdir -p -m 0700 "$WSLOCK_DIR/tmp"
-	printf 'half' >"$WSLOCK_DIR/tmp/crashed.json"
-	chmod 0600 "$WSLOCK_DIR/tmp/crashed.json"
+	mkdir -p -m 0700 "$WSLOCK_DIR/staging"
+	printf 'half' >"$WSLOCK_DIR/staging/crashed.json"
+	chmod 0600 "$WSLOCK_DIR/staging/crashed.json"
 	run -0 --separate-stderr wsl acquire -n --pid $$ "$(W a)"
 }

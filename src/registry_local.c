@@ -63,7 +63,6 @@
 #include "journal.h"
 #include "testhook.h"
 #include "platform.h"
-#include "mountinfo.h"
 
 #include <dirent.h>
 #include <poll.h>
@@ -623,43 +622,6 @@ done:
 	return 0;
 }
 
-/* The key of a place in the identity space: BLAKE2b of the filesystem's
- * identity followed by the path inside it (which starts with '/'). */
-static void identity_key(const char *fs, const char *fspath, char out[WSL_KEY_HEX + 1])
-{
-	char buf[MOUNTINFO_FS_MAX + PATH_MAX + 1];
-
-	snprintf(buf, sizeof(buf), "%s%s", fs, fspath);
-	crypto_path_key(buf, out);
-}
-
-/* Calls fn(ancestor, arg) for each proper ancestor of a path inside a
- * filesystem, nearest first, ending with "/" (the filesystem's root, which
- * a mount point makes a workspace like any other). */
-static int for_each_fs_ancestor(const char *fspath,
-				int (*fn)(const char *ancestor, void *arg), void *arg)
-{
-	char buf[PATH_MAX];
-	char *slash;
-	int rc;
-
-	if (strcmp(fspath, "/") == 0)
-		return 0;
-	snprintf(buf, sizeof(buf), "%s", fspath);
-	for (;;) {
-		slash = strrchr(buf, '/');
-		if (slash == NULL)
-			return 0;
-		if (slash == buf) {
-			return fn("/", arg);
-		}
-		*slash = '\0';
-		rc = fn(buf, arg);
-		if (rc != 0)
-			return rc;
-	}
-}
-
 /* The identity of a lock's workspace: its version 2 document's, else (a
  * 0.1 lock, or a corrupt one whose path could be read) the directory's as
  * it is now. False when it cannot be known. */
@@ -675,7 +637,7 @@ static bool owner_identity(const struct owner *o, const char *root,
 	}
 	if (root == NULL || root[0] == '\0')
 		return false;
-	if (mountinfo_identity(root, fs, fspath, &ignored) != 0) {
+	if (wspath_identity(root, fs, fspath, &ignored) != 0) {
 		wsl_error_clear(&ignored);
 		return false;
 	}
@@ -834,7 +796,7 @@ static int overlap_id_ancestor(const char *fspath, void *arg)
 	struct overlap_ctx *c = arg;
 	char key[WSL_KEY_HEX + 1];
 
-	identity_key(c->fs, fspath, key);
+	wspath_identity_key(c->fs, fspath, key);
 	return overlap_marked(c, loc(c->reg)->ids_fd, "ids", key, MATCH_ID_AT, fspath, true);
 }
 
@@ -860,13 +822,13 @@ static int overlaps_both(struct overlap_ctx *c, const char *workspace)
 	crypto_path_key(workspace, key);
 	if (wspath_for_each_ancestor(workspace, overlap_ancestor, c) != 0 ||
 	    (c->fs != NULL &&
-	     for_each_fs_ancestor(c->fspath, overlap_id_ancestor, c) != 0) ||
+	     wspath_for_each_fs_ancestor(c->fspath, overlap_id_ancestor, c) != 0) ||
 	    overlap_marked(c, loc(c->reg)->nest_fd, "nest", key, MATCH_PATH_BELOW,
 			   workspace, false) != 0)
 		return -1;
 	if (c->fs == NULL)
 		return 0;
-	identity_key(c->fs, c->fspath, key);
+	wspath_identity_key(c->fs, c->fspath, key);
 	return overlap_marked(c, loc(c->reg)->ids_fd, "ids", key, MATCH_ID_BELOW,
 			      c->fspath, false);
 }
@@ -881,7 +843,7 @@ static int local_overlaps(struct registry *reg, const char *workspace, bool prob
 	*out = NULL;
 	*n = 0;
 	crypto_path_key(workspace, self);
-	if (identity_space_used(reg) && mountinfo_identity(workspace, fs, fspath, &ignored) == 0) {
+	if (identity_space_used(reg) && wspath_identity(workspace, fs, fspath, &ignored) == 0) {
 		c.fs = fs;
 		c.fspath = fspath;
 	}
@@ -910,11 +872,11 @@ static int identity_self(struct registry *reg, const char *workspace, const char
 
 	memset(e, 0, sizeof(*e));
 	e->state = LOCK_FREE;
-	if (!identity_space_used(reg) || mountinfo_identity(workspace, fs, fspath, &ignored) != 0) {
+	if (!identity_space_used(reg) || wspath_identity(workspace, fs, fspath, &ignored) != 0) {
 		wsl_error_clear(&ignored);
 		return 0;
 	}
-	identity_key(fs, fspath, key);
+	wspath_identity_key(fs, fspath, key);
 	if (overlap_marked(&c, loc(reg)->ids_fd, "ids", key, MATCH_ID_AT, fspath, true) != 0) {
 		registry_overlaps_free(c.items, c.n);
 		return -1;
@@ -969,7 +931,7 @@ static int marker_apply(const char *ancestor, void *arg)
 	int fd, mfd;
 
 	if (m->fs != NULL)
-		identity_key(m->fs, ancestor, akey);
+		wspath_identity_key(m->fs, ancestor, akey);
 	else
 		crypto_path_key(ancestor, akey);
 	if (m->step == MARKER_SYNC) {
@@ -1037,7 +999,7 @@ static int identity_markers_at(struct registry *reg, const char *key, const char
 
 	if (loc(reg)->ids_fd < 0)
 		return 0;
-	rc = for_each_fs_ancestor(fspath, marker_apply, &m);
+	rc = wspath_for_each_fs_ancestor(fspath, marker_apply, &m);
 	if (rc != 0 && step != MARKER_REMOVE)
 		return -1;
 	m.suffix = "";

@@ -145,3 +145,40 @@ int wspath_check_apart(const char *ws, const char *reg_path, const char *reg_rea
 				     ws, reg_path);
 	return 0;
 }
+
+int wspath_identity(const char *ws, char fs[MOUNTINFO_FS_MAX + 1], char fspath[PATH_MAX],
+		    struct wsl_error *err)
+{
+	return mountinfo_identity(ws, fs, fspath, err);
+}
+
+void wspath_identity_key(const char *fs, const char *fspath, char out[WSL_KEY_HEX + 1])
+{
+	char buf[MOUNTINFO_FS_MAX + PATH_MAX + 1];
+
+	snprintf(buf, sizeof(buf), "%s%s", fs, fspath);
+	crypto_path_key(buf, out);
+}
+
+int wspath_for_each_fs_ancestor(const char *fspath,
+				int (*fn)(const char *ancestor, void *arg), void *arg)
+{
+	char buf[PATH_MAX];
+	char *slash;
+	int rc;
+
+	if (strcmp(fspath, "/") == 0)
+		return 0;
+	snprintf(buf, sizeof(buf), "%s", fspath);
+	for (;;) {
+		slash = strrchr(buf, '/');
+		if (slash == NULL)
+			return 0;
+		if (slash == buf)
+			return fn("/", arg);
+		*slash = '\0';
+		rc = fn(buf, arg);
+		if (rc != 0)
+			return rc;
+	}
+}

@@ -13,7 +13,9 @@
 #include <limits.h>
 #include <stdbool.h>
 
+#include "crypto.h"
 #include "error.h"
+#include "mountinfo.h"
 
 /*
  * Resolves a workspace argument to its canonical path (realpath(3): symlinks
@@ -44,5 +46,27 @@ bool wspath_within(const char *inner, const char *outer);
 int wspath_for_each_ancestor(const char *path,
 			     int (*fn)(const char *ancestor, void *arg),
 			     void *arg);
+
+/*
+ * The workspace's identity (DESIGN.md section 3): the filesystem ws is on
+ * into fs ("fsid:<16 hex>" or "dev:MAJ:MIN") and its path inside that
+ * filesystem into fspath, the same for every process that reaches the
+ * directory (a bind mount, another mount namespace, another user). See
+ * mountinfo_identity() for how and for the errors (WSL_NO_WORKSPACE,
+ * WSL_OS).
+ */
+int wspath_identity(const char *ws, char fs[MOUNTINFO_FS_MAX + 1], char fspath[PATH_MAX],
+		    struct wsl_error *err);
+
+/* The key of a place in the identity space: hex BLAKE2b (crypto_path_key)
+ * of the filesystem's identity followed by the path inside it. */
+void wspath_identity_key(const char *fs, const char *fspath, char out[WSL_KEY_HEX + 1]);
+
+/* Calls fn(ancestor, arg) for each proper ancestor of fspath, a path inside
+ * a filesystem, nearest first and ending with "/" (a filesystem's root is a
+ * workspace like any other when it is a mount point); stops at the first
+ * non-zero return and returns it. Nothing for "/" itself. */
+int wspath_for_each_fs_ancestor(const char *fspath,
+				int (*fn)(const char *ancestor, void *arg), void *arg);
 
 #endif

@@ -82,3 +82,31 @@ needs_old() {
 	inspect_json "$(W a)"
 	jq_ok '.state == "free"' "$INSPECT"
 }
+
+@test "a crash at each step of the upgrade leaves a registry that 0.2 upgrades later, the 0.1.0 lock kept by its bytes" {
+	needs_old
+	local T=$BATS_TEST_DIRNAME/../wslock-test step key bytes
+	[ -x "$T" ] || fail "the crash-test binary is not built (make test-build)"
+	for step in upgrade:markers-written upgrade:stamped; do
+		export WSLOCK_DIR=$BATS_TEST_TMPDIR/reg-${step#*:}
+		mkws "held-${step#*:}" other
+		start_sleeper
+		"$OLD" acquire --pid "$SLEEPER_PID" "$(W "held-${step#*:}")" >/dev/null
+		key=$(lock_key_of "$(W "held-${step#*:}")")
+		bytes=$(b2sum <"$WSLOCK_DIR/locks/$key/owner.json")
+		run -137 env WSLOCK_CRASH_AT="$step" "$T" run -n "$(W other)" -- echo RAN
+		[[ $output != *RAN* ]] || fail "$step: ran after the crash point"
+		# Before the stamp the registry is still 0.1's; after it, 0.2's.
+		if [ "$step" = upgrade:markers-written ]; then
+			[ -d "$WSLOCK_DIR/tmp" ] || fail "$step: tmp/ is gone"
+			run -0 "$OLD" inspect "$(W "held-${step#*:}")"
+		else
+			[ -f "$WSLOCK_DIR/tmp" ] || fail "$step: no stamp"
+		fi
+		run -75 --separate-stderr wsl acquire -n --pid $$ "$(W "held-${step#*:}")"
+		run -0 --separate-stderr wsl run -n "$(W other)" -- true
+		[ -f "$WSLOCK_DIR/tmp" ] || fail "$step: not upgraded afterwards"
+		[ "$(b2sum <"$WSLOCK_DIR/locks/$key/owner.json")" = "$bytes" ] || fail "$step: bytes changed"
+		run -75 --separate-stderr wsl acquire -n --pid $$ "$(W "held-${step#*:}")"
+	done
+}

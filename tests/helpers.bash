@@ -10,7 +10,7 @@ bats_require_minimum_version 1.5.0
 # is_running, start_ticks, wait_for, lock_key_of and the other helpers the
 # crash matrix and the stress test use too.
 # shellcheck source=tests/lib.sh
-. "$BATS_TEST_DIRNAME/lib.sh"
+. "${BASH_SOURCE[0]%/*}/lib.sh"
 
 WSLOCK=${WSLOCK:-$BATS_TEST_DIRNAME/../wslock}
 

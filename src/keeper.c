@@ -403,22 +403,43 @@ static void watch_reap(struct watch *w, struct wsl_error *err)
 		watch_lose(w, err, "the keeper of the lease died", platform_mono_ms());
 }
 
+/* Reads every report waiting in rep; closes it (sets *rep to -1) at its
+ * end. */
+static void watch_read(struct watch *w, int *rep, struct wsl_error *err)
+{
+	struct keeper_msg m;
+	ssize_t r;
+
+	if (*rep < 0)
+		return;
+	while ((r = read(*rep, &m, sizeof(m))) == (ssize_t)sizeof(m))
+		watch_msg(w, &m, err);
+	if (r == 0) {
+		close(*rep);
+		*rep = -1;
+	}
+}
+
 static int watch_loop(struct watch *w, int rep, int sigfd, struct wsl_error *err)
 {
 	for (;;) {
 		struct pollfd p[2] = { { sigfd, POLLIN, 0 }, { rep, POLLIN, 0 } };
 		struct signalfd_siginfo si;
-		long long now = platform_mono_ms();
+		long long now;
 
+		/* Reports first: after a SIGSTOP of ours, the keeper's
+		 * renewals are waiting here, and they move the deadline. */
+		watch_read(w, &rep, err);
 		watch_reap(w, err);
-		if (w->exited)
+		if (w->exited) {
+			if (rep >= 0)
+				close(rep);
 			return w->lost ? -1 : 0;
-		if (!w->lost && now >= w->term_at) {
-			char why[300];
-			snprintf(why, sizeof(why),
-				 "the lease was not renewed in time (its keeper is stopped or cannot reach etcd)");
-			watch_lose(w, err, why, now);
 		}
+		now = platform_mono_ms();
+		if (!w->lost && now >= w->term_at)
+			watch_lose(w, err, "the lease was not renewed in time (its keeper is stopped or cannot reach etcd)",
+				   now);
 		if (w->lost && w->kill_at >= 0 && now >= w->kill_at) {
 			signal_tree(getpid(), w->keeper_gone ? 0 : w->keeper, SIGKILL);
 			if (w->keeper_gone)
@@ -430,16 +451,6 @@ static int watch_loop(struct watch *w, int rep, int sigfd, struct wsl_error *err
 		if (poll(p, rep >= 0 ? 2 : 1,
 			 ms_until(w->lost ? w->kill_at : w->term_at, now)) < 0 && errno != EINTR)
 			return wsl_error_errno(err, WSL_OS, errno, "poll");
-		if (rep >= 0 && (p[1].revents & (POLLIN | POLLHUP))) {
-			struct keeper_msg m;
-			ssize_t r;
-			while ((r = read(rep, &m, sizeof(m))) == (ssize_t)sizeof(m))
-				watch_msg(w, &m, err);
-			if (r == 0) {
-				close(rep);
-				rep = -1;
-			}
-		}
 		while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 			switch (si.ssi_signo) {
 			case SIGTERM:

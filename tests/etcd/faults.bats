@@ -291,3 +291,92 @@ no_violations() {
 	[ "$f2" -gt "$f1" ]
 	[ "$f2" -eq "$rev" ]
 }
+
+# storm KIND: $STORM contended sections from two hosts (two contenders
+# each) while KIND is injected over and over: partition (a host's proxy
+# paused), kill (SIGKILL of the holding wslock), stop (SIGSTOP of it for
+# longer than the TTL, then SIGCONT), etcd (the member paused).  Holders
+# that lose their lock exit 78 and leave it dead; contenders take it over
+# with --reclaim-dead.  Passes with no overlap and no stale write.
+storm() {
+	local kind=$1 pids=() i n=0 w faults=0 next
+	for i in 1 2; do
+		contend_until hostA "$PA" &
+		pids+=($!)
+		contend_until hostB "$PB" &
+		pids+=($!)
+	done
+	for i in "${pids[@]}"; do track_pid "$i"; done
+	# a fault every STORM/8 sections
+	next=$((STORM / 8))
+	while [ "$(wc -l <"$FX/sections")" -lt "$STORM" ]; do
+		n=$((n + 1))
+		[ "$n" -le 2000 ] || fail "storm $kind: only $(wc -l <"$FX/sections") sections"
+		if [ "$(wc -l <"$FX/sections")" -lt "$next" ]; then
+			sleep 0.1
+			continue
+		fi
+		next=$(($(wc -l <"$FX/sections") + STORM / 8))
+		case "$kind" in
+		partition)
+			local h=A
+			[ $((n % 2)) -eq 0 ] && h=B
+			"$PROXY" pause "$BATS_TEST_TMPDIR" "$h"
+			sleep $((TTL + 1))
+			"$PROXY" resume "$BATS_TEST_TMPDIR" "$h"
+			;;
+		kill|stop)
+			# the wslock holding the lock now (a few tries: holders
+			# come and go fast)
+			w=
+			for i in $(seq 50); do
+				w=$(ectl get "${WSLOCK_ETCD_PREFIX}lock$WS" --print-value-only | jq -r '.pid // empty' 2>/dev/null)
+				[ -n "$w" ] && [ "$(ps -o comm= -p "$w" 2>/dev/null)" = wslock ] && break
+				w=
+			done
+			[ -n "$w" ] || continue
+			if [ "$kind" = kill ]; then
+				kill -KILL "$w" 2>/dev/null || continue
+			else
+				kill -STOP "$w" 2>/dev/null || continue
+				sleep $((TTL + 1))
+				kill -CONT "$w" 2>/dev/null || :
+			fi
+			;;
+		etcd)
+			kill -STOP "$(etcd_pid)"
+			sleep $((TTL + 1))
+			kill -CONT "$(etcd_pid)"
+			;;
+		esac
+		faults=$((faults + 1))
+	done
+	touch "$FX/stop"
+	for i in "${pids[@]}"; do wait_exit "$i" 90 || fail "contender $i hung"; done
+	echo "# storm $kind: $(wc -l <"$FX/sections") sections, $faults faults, statuses: $(sort "$FX/status" | uniq -c | tr -s ' \n' ' ')" >&3
+	no_violations
+	[ "$faults" -ge 3 ]
+}
+
+# contend_until HOST ENDPOINT: sections from HOST until FX/stop exists.
+contend_until() {
+	while [ ! -e "$FX/stop" ]; do
+		contend "$1" "$2" 1
+	done
+}
+
+@test "faults: storm: contended sections while hosts are partitioned" {
+	storm partition
+}
+
+@test "faults: storm: contended sections while holders' wslock is SIGKILLed" {
+	storm kill
+}
+
+@test "faults: storm: contended sections while holders' wslock is SIGSTOPped" {
+	storm stop
+}
+
+@test "faults: storm: contended sections while etcd is paused" {
+	storm etcd
+}

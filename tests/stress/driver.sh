@@ -19,10 +19,23 @@
 # CLOCK_MONOTONIC). At the end everything left is recovered or reclaimed and
 # the registry must be empty.
 #
+# With STRESS_ALIAS=1 (the default where a mount namespace can be made:
+# root with CAP_SYS_ADMIN), the tree is also bind-mounted at a second path
+# in a private mount namespace and each operation names its workspace by
+# either path at random: the same directory through two spellings must be
+# one lock (DESIGN.md section 3). The logs name the real path.
+#
 # Environment: STRESS_N, STRESS_ITER, STRESS_SEED, STRESS_HOLD_MS (default 5),
 # STRESS_WAIT (-w seconds, default 10), STRESS_KEEP=1 keeps the scratch dir,
-# WSLOCK (binary), CC.
+# STRESS_ALIAS (1/0), WSLOCK (binary), CC.
 set -u
+
+if [ "${STRESS_ALIAS:-1}" = 1 ] && [ -z "${STRESS_IN_MOUNT_NS:-}" ]; then
+	if unshare -m --propagation private true 2>/dev/null; then
+		STRESS_IN_MOUNT_NS=1 exec unshare -m --propagation private "$0" "$@"
+	fi
+	echo "stress: no mount namespace here (no CAP_SYS_ADMIN): no bind-mount alias" >&2
+fi
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -42,6 +55,7 @@ wsl_clean_env
 
 S=$(mktemp -d "${TMPDIR:-/tmp}/wslock-stress.XXXXXX")
 cleanup() {
+	[ -n "${ALIAS:-}" ] && umount "$ALIAS" 2>/dev/null
 	[ "${STRESS_KEEP:-0}" = 1 ] && { echo "stress: kept $S" >&2; return; }
 	rm -rf "$S"
 }
@@ -58,12 +72,34 @@ mkdir -p "$S/logs"
 for d in t t/a t/a/x t/a/x/deep t/a/y t/b t/b/x t/c; do mkdir -p "$S/ws/$d"; done
 TREE=$(realpath "$S/ws/t")
 WSS=("$TREE" "$TREE/a" "$TREE/a/x" "$TREE/a/x/deep" "$TREE/a/y" "$TREE/b" "$TREE/b/x" "$TREE/c")
+ALIAS=
+if [ -n "${STRESS_IN_MOUNT_NS:-}" ]; then
+	mkdir -p "$S/alias" && mount --bind "$TREE" "$S/alias" && ALIAS=$(realpath "$S/alias") ||
+		{ echo "stress: cannot bind-mount the alias" >&2; exit 2; }
+fi
+# spelled WS: WS (real) or, half of the time, the same directory through
+# the alias.
+spelled() {
+	if [ -n "$ALIAS" ] && ((RANDOM % 2)); then
+		printf '%s\n' "$ALIAS${1#"$TREE"}"
+	else
+		printf '%s\n' "$1"
+	fi
+}
+# real WS: the real path of a workspace named either way.
+real() {
+	if [ -n "$ALIAS" ] && [[ $1 == "$ALIAS" || $1 == "$ALIAS"/* ]]; then
+		printf '%s\n' "$TREE${1#"$ALIAS"}"
+	else
+		printf '%s\n' "$1"
+	fi
+}
 
 wsl() { timeout -k 5 120 "$W" "$@"; }
 
 # contender ID: ITER operations; its log is $S/logs/ID.log.
 contender() {
-	local id=$1 log=$S/logs/$1.log j r ws tag st out tok kind me
+	local id=$1 log=$S/logs/$1.log j r ws arg tag st out tok kind me
 	local -a cands
 	# $BASHPID inside $(...) would name the short-lived substitution shell.
 	me=$BASHPID
@@ -71,15 +107,16 @@ contender() {
 	for ((j = 0; j < ITER; j++)); do
 		r=$((RANDOM % 100))
 		ws=${WSS[$((RANDOM % ${#WSS[@]}))]}
+		arg=$(spelled "$ws")
 		tag=$id.$j
 		if ((r < 30)); then
 			kind=run
-			wsl run -q -w "$WAIT" "$ws" -- "$STAMP" hold "$log" "$ws" "$tag" "$HOLD_MS" \
+			wsl run -q -w "$WAIT" "$arg" -- "$STAMP" hold "$log" "$ws" "$tag" "$HOLD_MS" \
 				</dev/null >/dev/null 2>>"$S/logs/$id.err"
 			st=$?
 		elif ((r < 35)); then
 			kind=run-fail
-			wsl run -q --retain-on-failure -w "$WAIT" "$ws" -- sh -c '"$0" hold "$1" "$2" "$3" "$4"; exit 3' \
+			wsl run -q --retain-on-failure -w "$WAIT" "$arg" -- sh -c '"$0" hold "$1" "$2" "$3" "$4"; exit 3' \
 				"$STAMP" "$log" "$ws" "$tag" "$HOLD_MS" </dev/null >/dev/null 2>>"$S/logs/$id.err"
 			st=$?
 		elif ((r < 55)) || ((r >= 88 && r < 95)); then
@@ -87,12 +124,12 @@ contender() {
 			((r >= 88)) && kind=reclaim-dead
 			local -a opt=()
 			[ "$kind" = reclaim-dead ] && opt=(--reclaim-dead)
-			out=$(wsl acquire -q "${opt[@]}" -w "$WAIT" --pid "$me" "$ws" 2>>"$S/logs/$id.err")
+			out=$(wsl acquire -q "${opt[@]}" -w "$WAIT" --pid "$me" "$arg" 2>>"$S/logs/$id.err")
 			st=$?
 			if [ "$st" = 0 ]; then
 				"$STAMP" hold "$log" "$ws" "$tag" "$HOLD_MS"
 				tok=$(jq -r .token <<<"$out")
-				wsl release --token "$tok" "$ws" >/dev/null 2>>"$S/logs/$id.err"
+				wsl release --token "$tok" "$arg" >/dev/null 2>>"$S/logs/$id.err"
 				echo "OP release $ws $? $tag" >>"$log"
 			fi
 		elif ((r < 63)); then
@@ -100,7 +137,7 @@ contender() {
 			# The holder is this subshell; it exits without releasing.
 			(
 				sub=$BASHPID
-				out=$(wsl acquire -q -w "$WAIT" --pid "$sub" "$ws" 2>>"$S/logs/$id.err")
+				out=$(wsl acquire -q -w "$WAIT" --pid "$sub" "$arg" 2>>"$S/logs/$id.err")
 				st=$?
 				[ "$st" = 0 ] && "$STAMP" hold "$log" "$ws" "$tag" "$HOLD_MS"
 				exit "$st"
@@ -115,9 +152,10 @@ contender() {
 				st=0
 				ws=-
 			else
-				ws=${cands[$((RANDOM % ${#cands[@]}))]}
-				wsl inspect --owner "$ws" >"$S/logs/$id.expected" 2>/dev/null
-				wsl recover -q --expected-owner "$S/logs/$id.expected" "$ws" -- \
+				arg=${cands[$((RANDOM % ${#cands[@]}))]}
+				ws=$(real "$arg")
+				wsl inspect --owner "$arg" >"$S/logs/$id.expected" 2>/dev/null
+				wsl recover -q --expected-owner "$S/logs/$id.expected" "$arg" -- \
 					"$STAMP" hold "$log" "$ws" "$tag" "$HOLD_MS" </dev/null >/dev/null 2>>"$S/logs/$id.err"
 				st=$?
 			fi
@@ -132,7 +170,7 @@ contender() {
 	done
 }
 
-echo "stress: $N contenders x $ITER operations on ${#WSS[@]} workspaces (seed $SEED, hold ${HOLD_MS}ms, -w $WAIT)"
+echo "stress: $N contenders x $ITER operations on ${#WSS[@]} workspaces (seed $SEED, hold ${HOLD_MS}ms, -w $WAIT${ALIAS:+, each also through a bind-mount alias})"
 start=$(date +%s)
 pids=()
 for ((c = 0; c < N; c++)); do

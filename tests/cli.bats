@@ -114,15 +114,15 @@ need_etcd() {
 	jq_ok '.state == "free"'
 }
 
-@test "--lease-ttl 5 --backend etcd run ...: the holder's lease is granted 5 s" {
+@test "--lease-ttl 5 --backend etcd run ...: the holder's liveness lease is granted 5 s + a lock-delay of 5 s" {
 	need_etcd
 	mkws a
-	local key="/wslock/lock$(canon "$(W a)")"
+	local key="/wslock/live$(canon "$(W a)")"
 	# Inside the command the lock is held: read its lease and its TTL.
 	run -0 --separate-stderr wsl --lease-ttl 5 --backend etcd --etcd-endpoints "$WSL_ETCD_EP" \
 		run "$(W a)" -- sh -c '
 			id=$(etcdctl --endpoints="$1" get "$2" -w json | grep -o "\"lease\":[0-9]*" | cut -d: -f2)
 			[ -n "$id" ] && [ "$id" != 0 ] || exit 3
 			etcdctl --endpoints="$1" lease timetolive "$(printf %x "$id")"' sh "$WSL_ETCD_EP" "$key"
-	[[ $output == *"granted with TTL(5s)"* ]] || fail "lease: '$output' (stderr: '$stderr')"
+	[[ $output == *"granted with TTL(10s)"* ]] || fail "lease: '$output' (stderr: '$stderr')"
 }

@@ -26,7 +26,7 @@ _wslock_opts()
 		   --operation-id --purpose --print-owner --retain-on-failure
 		   --reclaim-dead --kill-after' ;;
 	inspect)
-		o='--owner --all --format' ;;
+		o='--owner --all --format --operation-id --journal --registry' ;;
 	recover)
 		o='--expected-owner --force --reason --retain-on-failure
 		   --print-owner --kill-after' ;;
@@ -193,10 +193,10 @@ _wslock()
 	reclaim)
 		_wslock_dirs "$cur" ;;
 	inspect)
-		# inspect --all takes no workspace.
+		# inspect --all, --registry and --operation-id take no workspace.
 		local a
 		for a in "${COMP_WORDS[@]:subi:COMP_CWORD-subi}"; do
-			[[ $a == --all ]] && return 0
+			[[ $a == --all || $a == --registry || $a == --operation-id* ]] && return 0
 		done
 		((npos == 0)) && _wslock_dirs "$cur" ;;
 	run | recover)

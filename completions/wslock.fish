@@ -107,6 +107,9 @@ complete -c wslock -n '__wslock_using run recover reclaim' -a -- -d 'Then the co
 # inspect.
 complete -c wslock -n '__wslock_using inspect' -l owner -d 'Print only the owner document'
 complete -c wslock -n '__wslock_using inspect' -l all -d 'List every lock in the registry'
+complete -c wslock -n '__wslock_using inspect' -l operation-id -x -d 'List the locks of one operation'
+complete -c wslock -n '__wslock_using inspect' -l journal -d 'Print the audit journal'
+complete -c wslock -n '__wslock_using inspect' -l registry -d 'Print where the registry is'
 
 # recover and reclaim.
 complete -c wslock -n '__wslock_using recover' -l expected-owner -r -F -d 'Owner document to take over (- for stdin)'

@@ -133,6 +133,8 @@ enum {
 	OPT_YES,
 	OPT_FORMAT,
 	OPT_KILL_AFTER,
+	OPT_JOURNAL,
+	OPT_REGISTRY,
 };
 
 /* -w, -n, -E, --operation-id, --purpose as cli_option rows. */

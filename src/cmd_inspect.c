@@ -1,19 +1,29 @@
 /* cmd_inspect.c - wslock inspect: who holds a workspace, is the holder
  * alive, what overlaps. Never creates or changes anything. */
 #include "cli.h"
+#include "fsx.h"
 #include "output.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const struct cli_option inspect_options[] = {
 	{ "owner", OPT_OWNER, no_argument, NULL,
 	  "print only the owner document (or null): the input 'recover' expects" },
 	{ "all", OPT_ALL, no_argument, NULL, "list every lock in the registry" },
+	{ "operation-id", OPT_OPERATION_ID, required_argument, "ID",
+	  "list the locks of the operation ID (as --all lists)" },
+	{ "journal", OPT_JOURNAL, no_argument, NULL,
+	  "print the audit journal (of WORKSPACE only, if given)" },
+	{ "registry", OPT_REGISTRY, no_argument, NULL,
+	  "print where the registry is (backend and directory)" },
 	CLI_FORMAT_OPTION,
 	CLI_OPT_END
 };
@@ -22,6 +32,9 @@ struct inspect_args {
 	bool owner_only;
 	bool all;
 	bool text;
+	bool journal;
+	bool registry;
+	const char *operation_id;
 };
 
 static int inspect_option(int id, const char *arg, void *ctx, struct wsl_error *err)
@@ -34,6 +47,12 @@ static int inspect_option(int id, const char *arg, void *ctx, struct wsl_error *
 		a->owner_only = true;
 	else if (id == OPT_ALL)
 		a->all = true;
+	else if (id == OPT_JOURNAL)
+		a->journal = true;
+	else if (id == OPT_REGISTRY)
+		a->registry = true;
+	else if (id == OPT_OPERATION_ID)
+		a->operation_id = arg;
 	else
 		return wsl_error_set(err, WSL_USAGE, "unexpected option");
 	return 0;
@@ -44,6 +63,104 @@ static int list_one(const struct lock_entry *e, void *arg)
 	json_t *locks = arg;
 
 	return json_array_append_new(locks, output_entry_json(e)) == 0 ? 0 : -1;
+}
+
+struct op_list {
+	const char *id;
+	json_t *locks;
+};
+
+static int list_op(const struct lock_entry *e, void *arg)
+{
+	struct op_list *l = arg;
+
+	if (!e->has_owner || strcmp(e->owner.operation_id, l->id) != 0)
+		return 0;
+	return list_one(e, l->locks);
+}
+
+/* inspect --operation-id ID: the locks whose owner carries that operation
+ * id, in the shape of --all (several workspaces may share one operation). */
+static int inspect_operation(struct cli *c, struct registry *reg, const char *id,
+			     struct wsl_error *err)
+{
+	struct op_list l = { id, json_array() };
+	json_t *out;
+
+	if (registry_list(reg, true, list_op, &l, err) != 0) {
+		json_decref(l.locks);
+		if (err->code == WSL_OK)
+			wsl_error_set(err, WSL_OS, "out of memory");
+		return -1;
+	}
+	registry_coord_unlock(reg);
+	out = json_object();
+	json_object_set_new(out, "locks", l.locks);
+	return output_json(c, out);
+}
+
+/* The journal may grow without bound (DESIGN §5); this is what one inspect
+ * reads of it. */
+#define JOURNAL_READ_MAX (256u << 20)
+
+/* inspect --journal [WORKSPACE]: LOCKDIR/journal.jsonl as {"journal":[...]},
+ * every line (or those of one workspace), oldest first. */
+static int inspect_journal(struct cli *c, struct registry *reg, const char *ws,
+			   struct wsl_error *err)
+{
+	char path[PATH_MAX + 32], *buf = NULL, *line, *save = NULL;
+	json_t *list, *out;
+	size_t len = 0;
+	int fd;
+
+	registry_coord_unlock(reg);
+	if (reg->path[0] == '\0')
+		return wsl_error_set(err, WSL_USAGE,
+				     "inspect --journal reads the local registry's journal; the %s backend keeps its own",
+				     registry_backend(reg));
+	snprintf(path, sizeof(path), "%s/journal.jsonl", reg->path);
+	fd = open(reg->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno != ENOENT)	/* no registry yet: no journal */
+		return wsl_error_errno(err, WSL_IO, errno, "cannot open %s", reg->path);
+	if (fd >= 0 && fsx_read_file_checked(fd, "journal.jsonl", path, JOURNAL_READ_MAX,
+					     &buf, &len, err) != 0) {
+		close(fd);
+		if (err->code != WSL_IO || err->sys_errno != ENOENT)
+			return -1;
+		wsl_error_clear(err);
+	} else if (fd >= 0) {
+		close(fd);
+	}
+	list = json_array();
+	for (line = buf ? strtok_r(buf, "\n", &save) : NULL; line != NULL;
+	     line = strtok_r(NULL, "\n", &save)) {
+		json_t *ev = json_loads(line, 0, NULL);
+		const char *w = json_string_value(json_object_get(ev, "workspace_root"));
+
+		if (ev == NULL) {
+			free(buf);
+			json_decref(list);
+			return wsl_error_set(err, WSL_IO, "%s has a line that is not JSON", path);
+		}
+		if (ws == NULL || (w != NULL && strcmp(w, ws) == 0))
+			json_array_append(list, ev);
+		json_decref(ev);
+	}
+	free(buf);
+	out = json_object();
+	json_object_set_new(out, "journal", list);
+	return output_json(c, out);
+}
+
+/* inspect --registry: which backend and, for the local one, which directory. */
+static int inspect_registry(struct cli *c, struct registry *reg)
+{
+	json_t *out = json_object();
+
+	registry_coord_unlock(reg);
+	json_object_set_new(out, "backend", json_string(registry_backend(reg)));
+	json_object_set_new(out, "registry", reg->path[0] ? json_string(reg->path) : json_null());
+	return output_json(c, out);
 }
 
 struct text_list {
@@ -64,9 +181,10 @@ static int keep_one(const struct lock_entry *e, void *arg)
 		t->cap = cap;
 	}
 	t->items[t->n] = *e;
-	/* The text table needs neither document bytes nor retained.json. */
+	/* The text table needs no document bytes; retained.json gives the
+	 * retention reason (a copy: e's is freed after this call). */
 	t->items[t->n].raw = NULL;
-	t->items[t->n].retained = NULL;
+	t->items[t->n].retained = e->retained ? strdup(e->retained) : NULL;
 	t->n++;
 	return 0;
 }
@@ -83,6 +201,8 @@ static int inspect_all(struct cli *c, struct registry *reg, bool text,
 		int rc;
 
 		if (registry_list(reg, true, keep_one, &t, err) != 0) {
+			for (i = 0; i < t.n; i++)
+				free(t.items[i].retained);
 			free(t.items);
 			if (err->code == WSL_OK)
 				wsl_error_set(err, WSL_OS, "out of memory");
@@ -96,8 +216,10 @@ static int inspect_all(struct cli *c, struct registry *reg, bool text,
 		}
 		for (i = 0; i < t.n; i++)
 			rows[i].e = &t.items[i];
-		rc = output_table(rows, t.n);
+		rc = output_table(c, rows, t.n);
 		free(rows);
+		for (i = 0; i < t.n; i++)
+			free(t.items[i].retained);
 		free(t.items);
 		return rc;
 	}
@@ -161,7 +283,7 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 				rows[i + 1].e = &ov[i].entry;
 				rows[i + 1].label = labels[i];
 			}
-			rc = output_table(rows, n + 1);
+			rc = output_table(c, rows, n + 1);
 		} else {
 			wsl_error_set(err, WSL_OS, "out of memory");
 		}
@@ -187,7 +309,7 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 
 static int inspect_main(struct cli *c, int argc, char **argv)
 {
-	struct inspect_args a = { false, false, false };
+	struct inspect_args a = { 0 };
 	struct wsl_error err = { 0 };
 	struct registry reg;
 	int first, status = 0, rc;
@@ -196,10 +318,20 @@ static int inspect_main(struct cli *c, int argc, char **argv)
 	first = cli_parse(c, &cmd_inspect, argc, argv, inspect_option, &a, &status);
 	if (first < 0)
 		return status;
-	if (a.all ? argc - first != 0 : argc - first != 1)
+	if ((a.journal || a.registry || a.operation_id) && (a.all || a.owner_only || a.text))
+		return output_usage(c, "--journal, --registry and --operation-id go without --all, --owner and --format");
+	if (a.registry || a.operation_id) {
+		if (argc - first != 0 || (a.registry && a.operation_id) || a.journal)
+			return output_usage(c, "%s takes no WORKSPACE and no other view",
+					    a.registry ? "inspect --registry" : "inspect --operation-id");
+	} else if (a.journal) {
+		if (argc - first > 1)
+			return output_usage(c, "inspect --journal takes at most one WORKSPACE");
+	} else if (a.all ? argc - first != 0 : argc - first != 1) {
 		return output_usage(c, a.all ? "inspect --all takes no WORKSPACE" :
 				 argc - first == 0 ? "inspect needs a WORKSPACE or --all" :
 				 "inspect takes one WORKSPACE");
+	}
 	if (a.all && a.owner_only)
 		return output_usage(c, "--owner and --all do not go together");
 	if (a.text && a.owner_only)
@@ -207,8 +339,19 @@ static int inspect_main(struct cli *c, int argc, char **argv)
 	if (registry_open(&reg, &c->reg_cfg, false, &err) != 0 ||
 	    registry_coord_lock(&reg, LOCK_SH, &err) != 0)
 		return output_error(c, &err);
-	rc = a.all ? inspect_all(c, &reg, a.text, &err) :
-		inspect_one(c, &reg, argv[first], a.owner_only, a.text, &err);
+	if (a.registry) {
+		rc = inspect_registry(c, &reg);
+	} else if (a.operation_id) {
+		rc = inspect_operation(c, &reg, a.operation_id, &err);
+	} else if (a.journal) {
+		char ws[PATH_MAX];
+		rc = argc - first == 1 &&
+			registry_workspace(&reg, argv[first], true, ws, &err) != 0 ? -1 :
+			inspect_journal(c, &reg, argc - first == 1 ? ws : NULL, &err);
+	} else {
+		rc = a.all ? inspect_all(c, &reg, a.text, &err) :
+			inspect_one(c, &reg, argv[first], a.owner_only, a.text, &err);
+	}
 	registry_close(&reg);
 	if (rc < 0) {
 		status = output_error(c, &err);
@@ -219,7 +362,8 @@ static int inspect_main(struct cli *c, int argc, char **argv)
 }
 
 const struct cli_command cmd_inspect = {
-	"inspect", inspect_main, "[options] WORKSPACE | --all",
+	"inspect", inspect_main,
+	"[options] WORKSPACE | --all | --operation-id ID | --journal [WORKSPACE] | --registry",
 	"Show the lock on WORKSPACE: state, owner, liveness and overlapping locks.",
 	inspect_options,
 	"State is free, held, retained or corrupt; liveness is live, dead or unknown,\n"

@@ -200,7 +200,7 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 			rows[i].e = &cands.items[i];
 			rows[i].note = notes[i];
 		}
-		status = output_table(rows, cands.n);
+		status = output_table(c, rows, cands.n);
 		if (status == 0)
 			printf("garbage: %zu staging, %zu orphan markers; 'wslock reclaim --yes' removes what is reclaimable\n",
 			       staging, orphans);

@@ -4,6 +4,7 @@
  * break a line or drive the terminal. */
 #include "output.h"
 #include "cli.h"
+#include "registry.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -127,8 +128,114 @@ json_t *output_entry_json(const struct lock_entry *e)
 	return o;
 }
 
+/* Appends word to out for a POSIX shell: as is when it is made of safe
+ * characters only, else in single quotes (a quote as '\''). */
+static void shell_word(const char *word, char *out, size_t len)
+{
+	size_t o = strlen(out);
+
+	if (word[0] != '\0' && strspn(word, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+				      "0123456789_@%+=:,./-") == strlen(word)) {
+		snprintf(out + o, len - o, "%s", word);
+		return;
+	}
+	if (o + 1 < len)
+		out[o++] = '\'';
+	for (; *word != '\0' && o + 5 < len; word++) {
+		if (*word == '\'') {
+			memcpy(out + o, "'\\''", 4);
+			o += 4;
+		} else {
+			out[o++] = *word;
+		}
+	}
+	if (o + 1 < len)
+		out[o++] = '\'';
+	out[o] = '\0';
+}
+
+/* "wslock" and the options that name this command's registry when it is not
+ * the one a plain "wslock" in another terminal would find: -d for a registry
+ * other than ${XDG_STATE_HOME:-$HOME/.local/state}/wslock (from -d,
+ * WSLOCK_DIR or STATE_DIRECTORY), the etcd backend and its endpoints. */
+static void command_prefix(const struct cli *c, char *out, size_t len)
+{
+	const char *backend = c->reg_cfg.backend, *env;
+	char path[PATH_MAX], plain[PATH_MAX] = "";
+	struct wsl_error err = { 0 };
+
+	snprintf(out, len, "wslock");
+	if (backend == NULL || backend[0] == '\0')
+		backend = getenv("WSLOCK_BACKEND");
+	if (backend != NULL && strcmp(backend, "etcd") == 0) {
+		env = c->reg_cfg.etcd_endpoints ? c->reg_cfg.etcd_endpoints :
+			getenv("WSLOCK_ETCD_ENDPOINTS");
+		snprintf(out + strlen(out), len - strlen(out), " --backend etcd");
+		if (env != NULL) {
+			snprintf(out + strlen(out), len - strlen(out), " --etcd-endpoints ");
+			shell_word(env, out, len);
+		}
+		if (c->reg_cfg.etcd_prefix != NULL) {
+			snprintf(out + strlen(out), len - strlen(out), " --etcd-prefix ");
+			shell_word(c->reg_cfg.etcd_prefix, out, len);
+		}
+		return;
+	}
+	if (registry_default_path(c->reg_cfg.lock_dir, path, &err) != 0) {
+		wsl_error_clear(&err);
+		return;
+	}
+	if ((env = getenv("XDG_STATE_HOME")) != NULL && env[0] == '/')
+		snprintf(plain, sizeof(plain), "%s/wslock", env);
+	else if ((env = getenv("HOME")) != NULL && env[0] == '/')
+		snprintf(plain, sizeof(plain), "%s/.local/state/wslock", env);
+	if (strcmp(path, plain) != 0) {
+		snprintf(out + strlen(out), len - strlen(out), " -d ");
+		shell_word(path, out, len);
+	}
+}
+
+static void recover_line(const char *pre, const char *ws, char *out, size_t len)
+{
+	snprintf(out, len,
+		 "%s inspect --owner %s > owner.json && %s recover --retain-on-failure --expected-owner owner.json %s -- REPAIR-CMD",
+		 pre, ws, pre, ws);
+}
+
+/*
+ * After a "recovery required" or "liveness unknown" error: the command line
+ * to run next, ready to copy (REPAIR-CMD stands for the user's repair). A
+ * dead or retained owner gets the save-and-recover line with the repair run
+ * under the recovered lock, and --retain-on-failure, so that copying it
+ * never frees a half-written workspace unchecked (a missing or failing
+ * repair leaves the lock retained); an owner of unknown liveness gets the
+ * inspect line, never a ready-made --force. Returns false when there is
+ * nothing to propose.
+ */
+static bool next_command(const struct cli *c, const struct wsl_error *err,
+			 char *out, size_t len)
+{
+	char pre[PATH_MAX * 2 + 64], ws[PATH_MAX * 4 + 8] = "";
+
+	if (err->workspace_root == NULL || err->liveness == NULL)
+		return false;
+	if (err->code != WSL_RECOVERY_REQUIRED && err->code != WSL_LIVENESS_UNKNOWN &&
+	    strcmp(err->liveness, "unknown") != 0)
+		return false;
+	command_prefix(c, pre, sizeof(pre));
+	shell_word(err->workspace_root, ws, sizeof(ws));
+	if (strcmp(err->liveness, "dead") == 0 && err->code == WSL_RECOVERY_REQUIRED)
+		recover_line(pre, ws, out, len);
+	else
+		snprintf(out, len, "%s inspect %s", pre, ws);
+	return true;
+}
+
 int output_error(struct cli *c, struct wsl_error *err)
 {
+	char next[PATH_MAX * 8 + 256] = "";
+	bool has_next = next_command(c, err, next, sizeof(next));
+
 	if (c->json_errors) {
 		json_t *doc = json_object(), *inner = json_object();
 		json_object_set_new(inner, "code", json_string(wsl_code_name(err->code)));
@@ -147,13 +254,19 @@ int output_error(struct cli *c, struct wsl_error *err)
 					    json_string(err->liveness_reason));
 		if (err->path != NULL)
 			json_object_set_new(inner, "path", json_string(err->path));
+		if (has_next)
+			json_object_set_new(inner, "next", message_json(next));
 		json_object_set_new(doc, "error", inner);
 		output_json(c, doc);
 	}
 	{
-		char line[sizeof(err->message) * 4];
+		char line[sizeof(err->message) * 4], tail[sizeof(next) * 4];
 		one_line(err->message, line, sizeof(line));
-		fprintf(stderr, "wslock: %s [%s]\n", line, wsl_code_name(err->code));
+		one_line(next, tail, sizeof(tail));
+		/* One line still (DESIGN §6): the command to copy after "next: ". */
+		fprintf(stderr, "wslock: %s%s%s [%s]\n", line,
+			has_next && !c->quiet ? "; next: " : "",
+			has_next && !c->quiet ? tail : "", wsl_code_name(err->code));
 	}
 	return wsl_code_exit(err->code);
 }
@@ -186,7 +299,44 @@ static void format_age(const char *iso, char *out, size_t len)
 		snprintf(out, len, "%lldd%02lldh", age / 86400, age % 86400 / 3600);
 }
 
-int output_table(const struct output_row *rows, size_t n)
+/* Under a lock's row: its operation, when it was taken (absolute), why it
+ * is retained, and the command to run next for a dead or unknown owner. */
+static void row_details(const struct cli *c, const struct lock_entry *e, const char *indent)
+{
+	char pre[PATH_MAX * 2 + 64], ws[PATH_MAX * 4 + 8] = "";
+
+	if (!e->has_owner)
+		return;
+	printf("%s  operation %s, acquired %s\n", indent, e->owner.operation_id,
+	       e->owner.acquired_at);
+	if (e->state == LOCK_RETAINED) {
+		json_t *r = e->retained ? json_loads(e->retained, 0, NULL) : NULL;
+		const char *why = json_string_value(json_object_get(r, "reason"));
+		const char *at = json_string_value(json_object_get(r, "retained_at"));
+		char line[1024];
+
+		one_line(why ? why : "(no reason recorded)", line, sizeof(line));
+		printf("%s  retained: %s%s%s\n", indent, line, at ? ", at " : "", at ? at : "");
+		json_decref(r);
+	}
+	if (!e->probed)
+		return;
+	command_prefix(c, pre, sizeof(pre));
+	shell_word(e->workspace_root, ws, sizeof(ws));
+	if (e->liveness == LIVENESS_DEAD) {
+		char line[PATH_MAX * 8 + 256];
+
+		recover_line(pre, ws, line, sizeof(line));
+		printf("%s  next: check the workspace, then recover it, with your repair as REPAIR-CMD:\n"
+		       "    %s\n", indent, line);
+	} else if (e->liveness == LIVENESS_UNKNOWN) {
+		printf("%s  next: its liveness cannot be proven here; check that host or container\n"
+		       "%s  by hand (wslock(1), RECOVERY), starting from:\n"
+		       "    %s inspect %s\n", indent, indent, pre, ws);
+	}
+}
+
+int output_table(const struct cli *c, const struct output_row *rows, size_t n)
 {
 	size_t wcol = strlen("WORKSPACE"), i;
 
@@ -218,6 +368,8 @@ int output_table(const struct output_row *rows, size_t n)
 				e->probed && e->has_owner ? e->reason : NULL;
 		if (note != NULL && note[0] != '\0')
 			printf("%s  %s\n", rows[i].label ? "  " : "", note);
+		if (e->state != LOCK_FREE)
+			row_details(c, e, rows[i].label ? "  " : "");
 	}
 	if (fflush(stdout) == EOF || ferror(stdout)) {
 		fprintf(stderr, "wslock: cannot write to standard output: %s\n", strerror(errno));

@@ -39,7 +39,10 @@ struct output_row {
 };
 
 /* Prints rows on stdout as a table: workspace, state, liveness, holder
- * pid@host, age, purpose; each followed by an indented reason line. */
-int output_table(const struct output_row *rows, size_t n);
+ * pid@host, age, purpose; each followed by indented lines: the reason, the
+ * operation and the absolute time it was acquired, the retention reason,
+ * and for a dead or unknown owner the command to run next (with the
+ * registry options of c when it is not the default). */
+int output_table(const struct cli *c, const struct output_row *rows, size_t n);
 
 #endif

@@ -295,15 +295,23 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 	}
 	out = output_entry_json(&e);
 	list = json_array();
-	for (i = 0; i < n; i++) {
+	for (i = 0; out != NULL && list != NULL && i < n; i++) {
 		json_t *item = output_entry_json(&ov[i].entry);
-		json_object_set_new(item, "relation",
-				    json_string(ov[i].ancestor ? "ancestor" : "descendant"));
-		json_array_append_new(list, item);
+		if (item == NULL ||
+		    json_object_set_new(item, "relation",
+					json_string(ov[i].ancestor ? "ancestor" : "descendant")) != 0 ||
+		    json_array_append_new(list, item) != 0)
+			break;	/* out of memory: never a shorter list */
 	}
-	json_object_set_new(out, "overlapping", list);
 	lock_entry_free(&e);
 	registry_overlaps_free(ov, n);
+	if (out == NULL || list == NULL || i < n ||
+	    json_object_set_new(out, "overlapping", json_incref(list)) != 0) {
+		json_decref(list);
+		json_decref(out);
+		return wsl_error_set(err, WSL_OS, "out of memory");
+	}
+	json_decref(list);
 	return output_json(c, out);
 }
 

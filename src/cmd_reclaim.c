@@ -69,10 +69,16 @@ static int keep(const struct lock_entry *e, void *arg)
 		c->items = p;
 		c->cap = cap;
 	}
-	slot = &c->items[c->n++];
+	slot = &c->items[c->n];
 	*slot = *e;
 	slot->raw = e->raw ? strdup(e->raw) : NULL;
 	slot->retained = e->retained ? strdup(e->retained) : NULL;
+	if ((e->raw != NULL && slot->raw == NULL) ||
+	    (e->retained != NULL && slot->retained == NULL)) {
+		lock_entry_free(slot);
+		return -1;	/* out of memory: the caller fails, never lists less */
+	}
+	c->n++;
 	return 0;
 }
 
@@ -143,6 +149,194 @@ static int reclaim_one(struct cli *c, struct registry *reg, const struct lock_en
 	return 0;
 }
 
+/* --format text: the candidates as a table, each with its verdict. */
+static int preview_text(struct cli *c, const struct candidates *cands,
+			const struct reclaim_args *a,
+			size_t staging, size_t orphans, struct wsl_error *err)
+{
+	struct output_row *rows = calloc(cands->n + 1, sizeof(*rows));
+	char (*notes)[1300] = calloc(cands->n + 1, sizeof(*notes));
+	char why[1200];
+	size_t i;
+	int status;
+
+	if (rows == NULL || notes == NULL) {
+		free(rows);
+		free(notes);
+		return wsl_error_set(err, WSL_OS, "out of memory");
+	}
+	for (i = 0; i < cands->n; i++) {
+		bool ok = lockrules_reclaimable(&cands->items[i], a->force, why, sizeof(why));
+		snprintf(notes[i], sizeof(notes[i]), "%s: %s",
+			 ok ? "reclaimable" : "kept", why);
+		rows[i].e = &cands->items[i];
+		rows[i].note = notes[i];
+	}
+	status = output_table(c, rows, cands->n);
+	if (status == 0)
+		printf("garbage: %zu staging, %zu orphan markers; 'wslock reclaim --yes' removes what is reclaimable\n",
+		       staging, orphans);
+	free(rows);
+	free(notes);
+	return status;
+}
+
+/* The preview document: every candidate with "reclaimable" and "why". */
+static int preview_json(struct cli *c, const struct candidates *cands,
+			const struct reclaim_args *a, size_t staging, size_t orphans,
+			struct wsl_error *err)
+{
+	json_t *out = json_object(), *list = json_array();
+	char why[1200];
+	size_t i;
+	int rc;
+
+	if (out == NULL || list == NULL)
+		goto oom;
+	for (i = 0; i < cands->n; i++) {
+		json_t *item = output_entry_json(&cands->items[i]);
+		bool ok = lockrules_reclaimable(&cands->items[i], a->force, why, sizeof(why));
+
+		if (item == NULL ||
+		    json_object_set_new(item, "reclaimable", json_boolean(ok)) != 0 ||
+		    json_object_set_new(item, "why", json_string(why)) != 0 ||
+		    json_array_append_new(list, item) != 0)
+			goto oom;
+	}
+	if (json_object_set_new(out, "action", json_string("preview")) != 0)
+		goto oom;
+	rc = json_object_set_new(out, "candidates", list);
+	list = NULL;	/* out's now, or freed */
+	if (rc != 0 || json_object_set_new(out, "garbage", garbage_json(staging, orphans)) != 0)
+		goto oom;
+	return output_json(c, out);
+oom:
+	json_decref(list);
+	json_decref(out);
+	return wsl_error_set(err, WSL_OS, "out of memory");
+}
+
+/* What reclaim --yes did with one candidate, for its document. */
+static json_t *reclaimed_json(const struct lock_entry *e, const struct child *ch,
+			      int cmd_status)
+{
+	json_t *item = json_object();
+
+	if (item == NULL)
+		return NULL;
+	if (json_object_set_new(item, "workspace_root", json_string(e->workspace_root)) != 0 ||
+	    json_object_set_new(item, "prior_owner", owner_to_json(&e->owner)) != 0 ||
+	    json_object_set_new(item, "liveness", json_string(liveness_name(e->liveness))) != 0 ||
+	    json_object_set_new(item, "liveness_reason", json_string(e->reason)) != 0 ||
+	    (ch->cmd != NULL &&
+	     json_object_set_new(item, "command_status", json_integer(cmd_status)) != 0)) {
+		json_decref(item);
+		return NULL;
+	}
+	return item;
+}
+
+/* A candidate reclaim --yes left alone, and why. */
+static json_t *skipped_json(const struct lock_entry *e, const char *why)
+{
+	return json_pack("{s:o,s:s}", "workspace_root",
+			 e->workspace_root[0] ? json_string(e->workspace_root) : json_null(),
+			 "why", why);
+}
+
+/*
+ * reclaim --yes: takes over each reclaimable candidate (lockrules decides,
+ * as for the preview), runs ch's command under each when there is one,
+ * clears the garbage and prints what was done. Returns the exit status, or
+ * -1 with err.
+ */
+static int reclaim_all(struct cli *c, struct registry *reg, const struct candidates *cands,
+		       const struct reclaim_args *a, struct child *ch, struct wsl_error *err)
+{
+	json_t *out = json_object(), *list = json_array(), *skipped = json_array();
+	size_t staging = 0, orphans = 0, i;
+	int status, exit_status = 0, rc;
+	char why[1200];
+
+	if (out == NULL || list == NULL || skipped == NULL)
+		goto oom;
+	for (i = 0; i < cands->n; i++) {
+		const struct lock_entry *e = &cands->items[i];
+		int cmd_status = -1;
+		json_t *item;
+
+		if (!lockrules_reclaimable(e, a->force, why, sizeof(why))) {
+			if (json_array_append_new(skipped, skipped_json(e, why)) != 0)
+				goto oom;
+			continue;
+		}
+		if (reclaim_one(c, reg, e, a, ch, &cmd_status, err) != 0) {
+			/* Changed since it was read, came alive, or failed: only
+			 * a failure (not a lock that moved on) fails reclaim. */
+			if (exit_status == 0 && err->code != WSL_NOT_HELD &&
+			    err->code != WSL_OWNER_MISMATCH && err->code != WSL_OWNER_LIVE &&
+			    err->code != WSL_LIVENESS_UNKNOWN && err->code != WSL_RECOVERY_REQUIRED)
+				exit_status = wsl_code_exit(err->code);
+			if (!c->quiet)
+				fprintf(stderr, "wslock: skipped %s: %s\n", e->workspace_root,
+					err->message);
+			item = json_pack("{s:s,s:s}", "workspace_root", e->workspace_root,
+					 "why", err->message);
+			wsl_error_clear(err);
+			if (json_array_append_new(skipped, item) != 0)
+				goto oom;
+			continue;
+		}
+		if (ch->cmd != NULL && cmd_status != 0 && exit_status == 0)
+			exit_status = cmd_status;
+		if (json_array_append_new(list, reclaimed_json(e, ch, cmd_status)) != 0)
+			goto oom;
+		if (c->verbose)
+			fprintf(stderr, "wslock: reclaimed %s (%s)\n", e->workspace_root, e->reason);
+	}
+	if (registry_coord_lock(reg, LOCK_EX, err) != 0 ||
+	    registry_garbage(reg, true, &staging, &orphans, err) != 0)
+		goto fail;
+	registry_coord_unlock(reg);
+	if (json_object_set_new(out, "action", json_string("reclaimed")) != 0)
+		goto oom;
+	rc = json_object_set_new(out, "reclaimed", list);
+	rc |= json_object_set_new(out, "skipped", skipped);
+	list = skipped = NULL;	/* out's now, or freed */
+	if (rc != 0 ||
+	    json_object_set_new(out, "garbage_removed", garbage_json(staging, orphans)) != 0)
+		goto oom;
+	status = output_json(c, out);
+	return status != 0 ? status : exit_status;
+oom:
+	wsl_error_set(err, WSL_OS, "out of memory");
+fail:
+	json_decref(list);
+	json_decref(skipped);
+	json_decref(out);
+	return -1;
+}
+
+/* The arguments' rules beyond each option's own: a usage error's exit
+ * status, or 0. */
+static int check_args(struct cli *c, const struct reclaim_args *a, int argc, int dashdash,
+		      char **argv, struct child *ch)
+{
+	if (a->force != (a->reason != NULL))
+		return output_usage(c, a->force ? "--force needs --reason TEXT" :
+				    "--reason goes with --force");
+	if (a->text && a->yes)
+		return output_usage(c, "--format text is for the preview; --yes prints JSON");
+	if (dashdash < argc) {
+		ch->cmd = argv + dashdash + 1;
+		if (ch->cmd[0] == NULL)
+			return output_usage(c, "reclaim needs a COMMAND after --");
+		if (!a->yes)
+			return output_usage(c, "a cleanup COMMAND runs only with --yes");
+	}
+	return 0;
+}
+
 static int reclaim_main(struct cli *c, int argc, char **argv)
 {
 	struct reclaim_args a = { false, false, NULL, false };
@@ -150,30 +344,19 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 	struct wsl_error err = { 0 };
 	struct child ch = { 0 };
 	struct registry reg;
-	char why[1200];
 	bool have_reg = false;
 	size_t staging = 0, orphans = 0, i;
 	sigset_t orig;
-	int dashdash, first, status = 0, exit_status = 0;
-	json_t *out, *list, *skipped;
+	int dashdash, first, status = 0;
 
 	dashdash = cli_split_command(argc, argv);
 	c->json_errors = true;
 	first = cli_parse(c, &cmd_reclaim, dashdash, argv, reclaim_option, &a, &status);
 	if (first < 0)
 		return status;
-	if (a.force != (a.reason != NULL))
-		return output_usage(c, a.force ? "--force needs --reason TEXT" :
-				 "--reason goes with --force");
-	if (a.text && a.yes)
-		return output_usage(c, "--format text is for the preview; --yes prints JSON");
-	if (dashdash < argc) {
-		ch.cmd = argv + dashdash + 1;
-		if (ch.cmd[0] == NULL)
-			return output_usage(c, "reclaim needs a COMMAND after --");
-		if (!a.yes)
-			return output_usage(c, "a cleanup COMMAND runs only with --yes");
-	}
+	status = check_args(c, &a, argc, dashdash, argv, &ch);
+	if (status != 0)
+		return status;
 	if (registry_open(&reg, &c->reg_cfg, a.yes, &err) != 0)
 		goto fail;
 	have_reg = true;
@@ -182,118 +365,24 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 	    registry_garbage(&reg, false, &staging, &orphans, &err) != 0)
 		goto fail;
 	registry_coord_unlock(&reg);
-
-	if (!a.yes && a.text) {
-		struct output_row *rows = calloc(cands.n + 1, sizeof(*rows));
-		char (*notes)[1300] = calloc(cands.n + 1, sizeof(*notes));
-
-		if (rows == NULL || notes == NULL) {
-			free(rows);
-			free(notes);
-			wsl_error_set(&err, WSL_OS, "out of memory");
-			goto fail;
-		}
-		for (i = 0; i < cands.n; i++) {
-			bool ok = lockrules_reclaimable(&cands.items[i], a.force, why, sizeof(why));
-			snprintf(notes[i], sizeof(notes[i]), "%s: %s",
-				 ok ? "reclaimable" : "kept", why);
-			rows[i].e = &cands.items[i];
-			rows[i].note = notes[i];
-		}
-		status = output_table(c, rows, cands.n);
-		if (status == 0)
-			printf("garbage: %zu staging, %zu orphan markers; 'wslock reclaim --yes' removes what is reclaimable\n",
-			       staging, orphans);
-		free(rows);
-		free(notes);
-		goto done;
-	}
 	if (!a.yes) {
-		list = json_array();
-		for (i = 0; i < cands.n; i++) {
-			json_t *item = output_entry_json(&cands.items[i]);
-			bool ok = lockrules_reclaimable(&cands.items[i], a.force, why, sizeof(why));
-			json_object_set_new(item, "reclaimable", json_boolean(ok));
-			json_object_set_new(item, "why", json_string(why));
-			json_array_append_new(list, item);
-		}
-		out = json_object();
-		json_object_set_new(out, "action", json_string("preview"));
-		json_object_set_new(out, "candidates", list);
-		json_object_set_new(out, "garbage", garbage_json(staging, orphans));
-		status = output_json(c, out);
-		goto done;
-	}
-
-	if (ch.cmd != NULL) {
-		ch.sigfd = child_block_signals(&orig, &err);
-		if (ch.sigfd < 0)
-			goto fail;
-		ch.orig_mask = &orig;
-		ch.stdout_to_stderr = true;
-		/* A failed cleanup leaves a half-clean workspace: keep it
-		 * locked, retained, like run --retain-on-failure. */
-		ch.retain_on_failure = true;
-	}
-	list = json_array();
-	skipped = json_array();
-	for (i = 0; i < cands.n; i++) {
-		const struct lock_entry *e = &cands.items[i];
-		int cmd_status = -1;
-		json_t *item;
-
-		if (!lockrules_reclaimable(e, a.force, why, sizeof(why))) {
-			item = json_pack("{s:o,s:s}", "workspace_root",
-					 e->workspace_root[0] ? json_string(e->workspace_root) :
-					 json_null(), "why", why);
-			json_array_append_new(skipped, item);
-			continue;
-		}
-		if (reclaim_one(c, &reg, e, &a, &ch, &cmd_status, &err) != 0) {
-			/* Changed since it was read, came alive, or failed: only
-			 * a failure (not a lock that moved on) fails reclaim. */
-			if (exit_status == 0 && err.code != WSL_NOT_HELD &&
-			    err.code != WSL_OWNER_MISMATCH && err.code != WSL_OWNER_LIVE &&
-			    err.code != WSL_LIVENESS_UNKNOWN && err.code != WSL_RECOVERY_REQUIRED)
-				exit_status = wsl_code_exit(err.code);
-			item = json_pack("{s:s,s:s}", "workspace_root", e->workspace_root,
-					 "why", err.message);
-			json_array_append_new(skipped, item);
-			if (!c->quiet)
-				fprintf(stderr, "wslock: skipped %s: %s\n", e->workspace_root,
-					err.message);
-			wsl_error_clear(&err);
-			continue;
-		}
-		item = json_object();
-		json_object_set_new(item, "workspace_root", json_string(e->workspace_root));
-		json_object_set_new(item, "prior_owner", owner_to_json(&e->owner));
-		json_object_set_new(item, "liveness", json_string(liveness_name(e->liveness)));
-		json_object_set_new(item, "liveness_reason", json_string(e->reason));
+		status = a.text ? preview_text(c, &cands, &a, staging, orphans, &err) :
+			preview_json(c, &cands, &a, staging, orphans, &err);
+	} else {
 		if (ch.cmd != NULL) {
-			json_object_set_new(item, "command_status", json_integer(cmd_status));
-			if (cmd_status != 0 && exit_status == 0)
-				exit_status = cmd_status;
+			ch.sigfd = child_block_signals(&orig, &err);
+			if (ch.sigfd < 0)
+				goto fail;
+			ch.orig_mask = &orig;
+			ch.stdout_to_stderr = true;
+			/* A failed cleanup leaves a half-clean workspace: keep
+			 * it locked, retained, like run --retain-on-failure. */
+			ch.retain_on_failure = true;
 		}
-		json_array_append_new(list, item);
-		if (c->verbose)
-			fprintf(stderr, "wslock: reclaimed %s (%s)\n", e->workspace_root, e->reason);
+		status = reclaim_all(c, &reg, &cands, &a, &ch, &err);
 	}
-	if (registry_coord_lock(&reg, LOCK_EX, &err) != 0 ||
-	    registry_garbage(&reg, true, &staging, &orphans, &err) != 0) {
-		json_decref(list);
-		json_decref(skipped);
+	if (status < 0)
 		goto fail;
-	}
-	registry_coord_unlock(&reg);
-	out = json_object();
-	json_object_set_new(out, "action", json_string("reclaimed"));
-	json_object_set_new(out, "reclaimed", list);
-	json_object_set_new(out, "skipped", skipped);
-	json_object_set_new(out, "garbage_removed", garbage_json(staging, orphans));
-	status = output_json(c, out);
-	if (status == 0)
-		status = exit_status;
 	goto done;
 fail:
 	status = output_error(c, &err);

@@ -4,6 +4,7 @@
 #include "fsx.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -357,6 +358,41 @@ static int mount_fstype(dev_t dev, char *out, size_t len)
 	return rc;
 }
 
+/*
+ * Whether the ext3/ext4 filesystem on device dev has a journal: an ext4
+ * made without one (mkfs.ext4 -O ^has_journal) commits nothing in order.
+ * jbd2 lists each journal it runs in /proc/fs/jbd2 as "NAME-INODE", NAME
+ * the kernel's name of the block device (/sys/dev/block/MAJ:MIN points at
+ * it). Unknown (no /sys, no /proc/fs/jbd2, an external journal named after
+ * its own device): false, so that every directory is fsynced.
+ */
+static bool ext_has_journal(dev_t dev)
+{
+	char link[64], target[PATH_MAX];
+	const char *name;
+	struct dirent *de;
+	bool found = false;
+	size_t n;
+	ssize_t len;
+	DIR *dir;
+
+	snprintf(link, sizeof(link), "/sys/dev/block/%u:%u", major(dev), minor(dev));
+	len = readlink(link, target, sizeof(target) - 1);
+	if (len <= 0)
+		return false;
+	target[len] = '\0';
+	name = strrchr(target, '/');
+	name = name != NULL ? name + 1 : target;
+	n = strlen(name);
+	dir = opendir("/proc/fs/jbd2");
+	if (dir == NULL)
+		return false;
+	while (!found && (de = readdir(dir)) != NULL)
+		found = strncmp(de->d_name, name, n) == 0 && de->d_name[n] == '-';
+	closedir(dir);
+	return found;
+}
+
 enum fs_kind platform_fs_kind(int fd)
 {
 	struct statfs sf;
@@ -373,7 +409,8 @@ enum fs_kind platform_fs_kind(int fd)
 		return FS_ORDERED;
 	case 0xef53:		/* EXT2/3/4_SUPER_MAGIC */
 		if (fstat(fd, &st) == 0 && mount_fstype(st.st_dev, type, sizeof(type)) == 0 &&
-		    (strcmp(type, "ext4") == 0 || strcmp(type, "ext3") == 0))
+		    (strcmp(type, "ext4") == 0 || strcmp(type, "ext3") == 0) &&
+		    ext_has_journal(st.st_dev))
 			return FS_ORDERED;
 		return FS_OTHER;
 	default:

@@ -52,10 +52,12 @@
  * nest markers. Document bytes are always fsynced before their rename and
  * locks/ after it. Whether the directories changed before the rename (the
  * staging directory, each nest/A) need their own fsync depends on the
- * filesystem (platform_fs_kind): on ext3/ext4 and XFS metadata changes are
- * journaled and committed in order, so the fsync of locks/ after the rename
- * commits them too (one cache flush instead of one per ancestor); elsewhere
- * each is fsynced. On tmpfs nothing survives a crash, so nothing is synced.
+ * filesystem (platform_fs_kind): on XFS, and on ext3/ext4 that have a
+ * journal, metadata changes are journaled and committed in order, so the
+ * fsync of locks/ after the rename commits them too (one cache flush
+ * instead of one per ancestor); elsewhere (an ext4 made without a journal
+ * too) each is fsynced. On tmpfs nothing survives a crash, so nothing is
+ * synced.
  */
 #include "registry.h"
 #include "registry_backend.h"

@@ -1,0 +1,54 @@
+#!/usr/bin/env bats
+# How acquire syncs (src/registry_local.c, "Durability"): one commit fsync
+# where the filesystem journals metadata in order, one per changed
+# directory elsewhere. An ext4 made without a journal is not ordered.
+# Needs root (loop mounts), mkfs.ext4 and strace.
+
+load helpers
+
+local_setup() {
+	command -v strace >/dev/null || skip "strace is not installed"
+	command -v mkfs.ext4 >/dev/null || skip "mkfs.ext4 is not installed (e2fsprogs)"
+	[ "$(id -u)" -eq 0 ] || skip "loop mounts need root"
+}
+
+teardown() {
+	local m
+	[ -f "$BATS_TEST_TMPDIR/.mounts" ] || return 0
+	while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" || true; done \
+		<"$BATS_TEST_TMPDIR/.mounts"
+}
+
+# ext4_mount NAME MKFS-OPTIONS...: a fresh 16 MiB ext4 mounted at
+# $BATS_TEST_TMPDIR/NAME; skips when this machine cannot loop-mount.
+ext4_mount() {
+	local name=$1 img=$BATS_TEST_TMPDIR/$1.img
+	shift
+	truncate -s 16M "$img"
+	mkfs.ext4 -q -F "$@" "$img"
+	mkdir -p "$BATS_TEST_TMPDIR/$name"
+	mount -o loop "$img" "$BATS_TEST_TMPDIR/$name" 2>/dev/null ||
+		skip "cannot loop-mount an ext4 image here"
+	echo "$BATS_TEST_TMPDIR/$name" >>"$BATS_TEST_TMPDIR/.mounts"
+}
+
+# fsyncs_of_acquire MOUNT: how many fsync/fdatasync calls an acquire of a
+# workspace three levels deep makes with its registry on MOUNT.
+fsyncs_of_acquire() {
+	local m=$1
+	mkdir -p "$m/ws/a/b/c"
+	WSLOCK_DIR=$m/reg strace -f -qq -e trace=fsync,fdatasync -o "$m.trace" \
+		"$WSLOCK" acquire --pid $$ "$m/ws/a/b/c" >/dev/null
+	WSLOCK_DIR=$m/reg "$WSLOCK" inspect "$m/ws/a/b/c" | jq -e '.state == "held"' >/dev/null
+	wc -l <"$m.trace"
+}
+
+@test "ext4 without a journal fsyncs every changed directory; with one, one commit" {
+	ext4_mount journaled
+	ext4_mount nojournal -O ^has_journal
+	local j n
+	j=$(fsyncs_of_acquire "$BATS_TEST_TMPDIR/journaled")
+	n=$(fsyncs_of_acquire "$BATS_TEST_TMPDIR/nojournal")
+	[ "$j" -eq 2 ] || fail "journaled ext4: $j fsyncs, expected 2 (owner.json, locks/)"
+	[ "$n" -gt "$j" ] || fail "ext4 without a journal: $n fsyncs, no more than journaled ($j)"
+}

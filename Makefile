@@ -41,7 +41,7 @@ PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS))
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DWSLOCK_VERSION='"$(VERSION)"' -O2 -g \
 	$(WARN) $(SAN) $(PKG_CFLAGS) $(CPPFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(SAN) $(LDFLAGS)
-LIBS = $(PKG_LIBS) -lm
+LIBS = $(PKG_LIBS)
 
 CORE = src/error.o src/crypto.o src/platform.o src/fsx.o src/owner.o src/journal.o \
        src/testhook.o src/registry.o src/registry_etcd.o src/etcd.o \

@@ -48,7 +48,7 @@ stress: wslock
 		tests/stress/driver.sh
 
 fuzz/fuzz_owner: fuzz/fuzz_owner.c $(FUZZ_SRCS) src/*.h
-	$(FUZZ_CC) $(FUZZ_FLAGS) $(PKG_CFLAGS) -Isrc -o $@ fuzz/fuzz_owner.c $(FUZZ_SRCS) $(PKG_LIBS) -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(PKG_CFLAGS) -Isrc -o $@ fuzz/fuzz_owner.c $(FUZZ_SRCS) $(PKG_LIBS)
 
 # The seeds are copied to a scratch corpus, so new inputs never land in the
 # repository; crash-* artifacts go there too and are listed on failure.

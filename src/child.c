@@ -53,26 +53,44 @@ void child_note_inherited_fds(void)
 	closedir(dir);
 }
 
-void child_close_own_fds(int keep)
+/* The descriptors above 2 that wslock opened, but keep: listed before
+ * fork(), because after it the child may only make async-signal-safe calls
+ * (another thread, libcurl's resolver, may have held malloc's lock), so it
+ * just closes them. */
+struct own_fds {
+	int fd[INHERITED_MAX];
+	int n;
+};
+
+static void list_own_fds(int keep, struct own_fds *out)
 {
 	struct dirent *de;
 	DIR *dir = opendir("/proc/self/fd");
-	int self, fds[INHERITED_MAX], n = 0, i;
+	int self;
 
+	out->n = 0;
 	if (dir == NULL)
 		return;
 	self = dirfd(dir);
-	while ((de = readdir(dir)) != NULL && n < INHERITED_MAX) {
+	while ((de = readdir(dir)) != NULL && out->n < INHERITED_MAX) {
 		long fd;
 		if (cli_parse_long(de->d_name, 3, INHERITED_MAX - 1, &fd) != 0 ||
 		    fd == self || fd == keep ||
 		    (inherited[fd / 8] & (1u << (fd % 8))) != 0)
 			continue;
-		fds[n++] = (int)fd;
+		out->fd[out->n++] = (int)fd;
 	}
 	closedir(dir);
-	for (i = 0; i < n; i++)
-		close(fds[i]);
+}
+
+void child_close_own_fds(int keep)
+{
+	struct own_fds fds;
+	int i;
+
+	list_own_fds(keep, &fds);
+	for (i = 0; i < fds.n; i++)
+		close(fds.fd[i]);
 }
 
 int child_block_signals(sigset_t *orig, struct wsl_error *err)
@@ -123,120 +141,83 @@ static int set_child_env(const struct registry *reg, const struct owner *o,
 	return rc;
 }
 
-/* Sends sig to the command: to its process group when it leads one. */
-static void signal_command(pid_t child, bool own_group, int sig)
+/* In the forked child: the environment of the command, then exec. Only
+ * async-signal-safe calls until exec, but for the messages of a failure. */
+static void exec_command(const struct child *ch, int live_fd, const struct own_fds *fds)
 {
-	if (own_group)
-		kill(-child, sig);
-	kill(child, sig);
+	int flags = live_fd >= 0 ? fcntl(live_fd, F_GETFD) : -1, i;
+
+	for (i = 0; i < fds->n; i++)
+		close(fds->fd[i]);
+	if (flags >= 0)
+		fcntl(live_fd, F_SETFD, flags & ~FD_CLOEXEC);
+	sigprocmask(SIG_SETMASK, ch->orig_mask, NULL);
+	if (ch->stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+		_exit(126);
+	if (ch->cwd != NULL && chdir(ch->cwd) != 0) {
+		fprintf(stderr, "wslock: cannot enter %s: %s\n", ch->cwd, strerror(errno));
+		_exit(126);
+	}
+	child_exec(ch->cmd);
+}
+
+/* Reads one signal from the signalfd and forwards SIGTERM, SIGHUP, SIGUSR1
+ * and SIGUSR2 to the command, once; SIGCHLD only wakes the loop, SIGINT
+ * and SIGQUIT reached the command from the terminal already. */
+static void forward_signal(int sigfd, pid_t child)
+{
+	struct signalfd_siginfo si;
+
+	if (read(sigfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
+		return;
+	switch (si.ssi_signo) {
+	case SIGTERM:
+	case SIGHUP:
+	case SIGUSR1:
+	case SIGUSR2:
+		kill(child, (int)si.ssi_signo);
+		break;
+	default:
+		break;
+	}
 }
 
 /*
- * Forks the command and waits for it, forwarding signals, and keeping the
- * lock alive where the backend needs it (registry_keepalive). When the
- * lock is lost (the lease expired, or could not be renewed before the
- * deadline measured from the last renewal), the command gets SIGTERM, then
- * SIGKILL after ch->kill_after_ms, and err says WSL_OWNERSHIP_LOST.
- * Fills *wstatus; returns 0, or -1 with err (the command has ended then).
+ * Forks the command and waits for it, forwarding signals. A lock that
+ * lives on a lease is kept alive by its keeper instead (keeper.c), which
+ * runs the command itself. Fills *wstatus; returns 0, or -1 with err (the
+ * command has ended then).
  */
 static int supervise(struct registry *reg, const struct owner *o,
 		     const struct child *ch, int live_fd, int *wstatus,
 		     struct wsl_error *err)
 {
-	long long keep_at = -1, lease_until = -1, kill_at = -1;
+	struct own_fds fds;
 	long next_ms, ttl_ms;
-	bool own_group, lost = false;
 	pid_t child, got;
 
-	/* A lease-backed lock may have to stop the command and everything it
-	 * started: give it its own process group, unless it must stay in ours
-	 * to receive the terminal's SIGINT (we are in the foreground). */
 	if (registry_keepalive(reg, o, &next_ms, &ttl_ms, err) != 0)
 		return -1;
 	if (next_ms >= 0)	/* a lease: its keeper runs the command */
 		return keeper_supervise(reg, o, ch, wstatus, err);
-	own_group = next_ms >= 0 && tcgetpgrp(STDIN_FILENO) != getpgrp();
-	if (next_ms >= 0)
-		keep_at = platform_mono_ms() + next_ms;
-	if (ttl_ms >= 0)
-		lease_until = platform_mono_ms() + ttl_ms;
+	list_own_fds(live_fd, &fds);
 	child = fork();
 	if (child < 0)
 		return wsl_error_errno(err, WSL_OS, errno, "cannot fork");
-	if (child == 0) {
-		int flags = live_fd >= 0 ? fcntl(live_fd, F_GETFD) : -1;
-		child_close_own_fds(live_fd);
-		if (flags >= 0)
-			fcntl(live_fd, F_SETFD, flags & ~FD_CLOEXEC);
-		if (own_group)
-			setpgid(0, 0);
-		sigprocmask(SIG_SETMASK, ch->orig_mask, NULL);
-		if (ch->stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
-			_exit(126);
-		if (ch->cwd != NULL && chdir(ch->cwd) != 0) {
-			fprintf(stderr, "wslock: cannot enter %s: %s\n", ch->cwd,
-				strerror(errno));
-			_exit(126);
-		}
-		child_exec(ch->cmd);
-	}
-	if (own_group)
-		setpgid(child, child);	/* both sides: no race with exec */
+	if (child == 0)
+		exec_command(ch, live_fd, &fds);
 	for (;;) {
-		struct signalfd_siginfo si;
 		struct pollfd pfd = { ch->sigfd, POLLIN, 0 };
-		long long now, timeout = -1;
 
 		got = waitpid(child, wstatus, WNOHANG);
 		if (got == child)
-			return lost ? -1 : 0;
+			return 0;
 		if (got < 0 && errno != EINTR)
 			return wsl_error_errno(err, WSL_OS, errno, "waitpid");
-		now = platform_mono_ms();
-		if (!lost && keep_at >= 0 && now >= keep_at) {
-			struct wsl_error kerr = { 0 };
-			if (registry_keepalive(reg, o, &next_ms, &ttl_ms, &kerr) == 0) {
-				keep_at = next_ms >= 0 ? now + next_ms : -1;
-				lease_until = ttl_ms >= 0 ? now + ttl_ms : -1;
-			} else if (kerr.code != WSL_OWNERSHIP_LOST &&
-				   (lease_until < 0 || now < lease_until)) {
-				keep_at = now + 500;	/* unreachable for now: retry */
-			} else {
-				lost = true;
-			}
-			if (lost) {
-				registry_lease_lost(&kerr, o->workspace_root);
-				*err = kerr;
-				fprintf(stderr, "wslock: %s; stopping the command\n", err->message);
-				signal_command(child, own_group, SIGTERM);
-				kill_at = now + (ch->kill_after_ms > 0 ? ch->kill_after_ms : 10000);
-			} else {
-				wsl_error_clear(&kerr);
-			}
-		}
-		if (lost && kill_at >= 0 && now >= kill_at) {
-			signal_command(child, own_group, SIGKILL);
-			kill_at = -1;
-		}
-		if (!lost && keep_at >= 0)
-			timeout = keep_at > now ? keep_at - now : 0;
-		if (lost && kill_at >= 0)
-			timeout = kill_at > now ? kill_at - now : 0;
 		/* SIGCHLD is in the signalfd's set: the child's exit wakes this. */
-		if (poll(&pfd, 1, (int)timeout) < 0 && errno != EINTR)
+		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
 			return wsl_error_errno(err, WSL_OS, errno, "poll");
-		if (read(ch->sigfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
-			continue;
-		switch (si.ssi_signo) {
-		case SIGTERM:
-		case SIGHUP:
-		case SIGUSR1:
-		case SIGUSR2:
-			signal_command(child, own_group, (int)si.ssi_signo);
-			break;
-		default:
-			break;	/* SIGCHLD: back to waitpid; SIGINT, SIGQUIT: the child's */
-		}
+		forward_signal(ch->sigfd, child);
 	}
 }
 

@@ -51,9 +51,11 @@ int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
  */
 void child_note_inherited_fds(void);
 
-/* In a forked child: closes every descriptor above 2 that wslock opened,
- * except keep (-1: none). Libraries (libcurl) do not all open theirs
- * O_CLOEXEC; this is the guarantee that the command gets only keep. */
+/* Closes every descriptor above 2 that wslock opened, except keep (-1:
+ * none): libraries (libcurl) do not all open theirs O_CLOEXEC, this is the
+ * guarantee that a command gets only keep. It reads /proc/self/fd
+ * (opendir, malloc): after fork() in a process with threads, list before
+ * forking instead, as supervise does. */
 void child_close_own_fds(int keep);
 
 /* Replaces the process with cmd (execvp); on failure says why and exits

@@ -337,6 +337,7 @@ done:
 
 long long cli_parse_seconds(const char *s)
 {
+	long long ms;
 	char *end;
 	double v;
 
@@ -350,7 +351,9 @@ long long cli_parse_seconds(const char *s)
 	/* Hexadecimal and exponent forms pass strtod; allow only decimals. */
 	if (strspn(s, "0123456789.") != strlen(s))
 		return -1;
-	return (long long)ceil(v * 1000.0);
+	/* Rounded up to the next millisecond (ceil, without libm). */
+	ms = (long long)(v * 1000.0);
+	return (double)ms < v * 1000.0 ? ms + 1 : ms;
 }
 
 int cli_parse_long(const char *s, long lo, long hi, long *out)

@@ -231,11 +231,8 @@ static void keep_renew(struct keep *k)
 	} else if (kerr.code == WSL_OWNERSHIP_LOST) {
 		keep_lose(k, kerr.message, now);
 	} else if (now >= k->deadline - k->kill_after_ms) {
-		char why[sizeof(m.text)];
-		snprintf(why, sizeof(why),
-			 "the lease of %s could not be renewed before its deadline (%s)",
-			 k->o->workspace_root, kerr.message);
-		keep_lose(k, why, now);
+		registry_lease_lost(&kerr, k->o->workspace_root);
+		keep_lose(k, kerr.message, now);
 	} else {
 		k->renew_at = now + RETRY_MS;
 	}

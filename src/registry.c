@@ -251,7 +251,7 @@ void registry_lease_lost(struct wsl_error *err, const char *workspace)
 {
 	if (err->code != WSL_OWNERSHIP_LOST)
 		wsl_error_prefix(err, WSL_OWNERSHIP_LOST,
-				 "the lease of %s could not be renewed before it expired",
+				 "the lease of %s could not be renewed before its deadline",
 				 workspace);
 }
 

@@ -246,8 +246,8 @@ int registry_keepalive(struct registry *reg, const struct owner *o,
  * Turns the failure of registry_keepalive for the lock of workspace into
  * the loss of that lock: err (as keepalive filled it) becomes
  * WSL_OWNERSHIP_LOST; when it was not already that (the backend stayed
- * unreachable until the lease ran out), its message is kept after "the
- * lease of WORKSPACE could not be renewed before it expired: ".
+ * unreachable until the renewal's deadline), its message is kept after
+ * "the lease of WORKSPACE could not be renewed before its deadline: ".
  */
 void registry_lease_lost(struct wsl_error *err, const char *workspace);
 

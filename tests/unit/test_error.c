@@ -61,7 +61,7 @@ static void test_lease_lost(void)
 		      "no etcd endpoint could serve /v3/lease/keepalive: 127.0.0.1:2379: connection refused");
 	registry_lease_lost(&err, "/work/ws");
 	CHECK(err.code == WSL_OWNERSHIP_LOST, "an unrenewable lease is lost ownership");
-	CHECK(strcmp(err.message, "the lease of /work/ws could not be renewed before it expired: no etcd endpoint could serve /v3/lease/keepalive: 127.0.0.1:2379: connection refused") == 0,
+	CHECK(strcmp(err.message, "the lease of /work/ws could not be renewed before its deadline: no etcd endpoint could serve /v3/lease/keepalive: 127.0.0.1:2379: connection refused") == 0,
 	      "the lease-lost message says why, whole and in order");
 	wsl_error_clear(&err);
 

@@ -7,9 +7,9 @@
 
 _wslock_subcommands='acquire release run inspect recover reclaim'
 _wslock_global_opts='-d --lock-dir --backend --etcd-endpoints --etcd-prefix
-	--lease-ttl --etcd-timeout --pretty -q --quiet -v --verbose -h --help -V --version'
+	--lease-ttl --etcd-timeout --etcd-cacert --etcd-cert --etcd-key --etcd-user --pretty -q --quiet -v --verbose -h --help -V --version'
 _wslock_common_opts='-d --lock-dir --backend --etcd-endpoints --etcd-prefix
-	--lease-ttl --etcd-timeout --pretty -q --quiet -v --verbose -h --help'
+	--lease-ttl --etcd-timeout --etcd-cacert --etcd-cert --etcd-key --etcd-user --pretty -q --quiet -v --verbose -h --help'
 
 # _wslock_opts SUBCOMMAND: the options of SUBCOMMAND, common ones included.
 _wslock_opts()
@@ -42,7 +42,8 @@ _wslock_takes_arg()
 	case $1 in
 	-d | --lock-dir | -w | --timeout | -E | --conflict-exit-code | --pid | \
 		--operation-id | --purpose | --token | --expected-owner | --reason | \
-		--backend | --etcd-endpoints | --etcd-prefix | --lease-ttl | --etcd-timeout | --format | \
+		--backend | --etcd-endpoints | --etcd-prefix | --lease-ttl | --etcd-timeout | --etcd-user | --etcd-cacert | \
+		--etcd-cert | --etcd-key | --format | \
 		--kill-after)
 		return 0 ;;
 	esac

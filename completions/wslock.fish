@@ -15,7 +15,7 @@ function __wslock_subcommand
             continue
         end
         switch $t
-            case -d --lock-dir --backend --etcd-endpoints --etcd-prefix --lease-ttl --etcd-timeout
+            case -d --lock-dir --backend --etcd-endpoints --etcd-prefix --lease-ttl --etcd-timeout --etcd-cacert --etcd-cert --etcd-key --etcd-user
                 set skip 1
             case '-*'
             case '*'
@@ -56,6 +56,10 @@ complete -c wslock -n 'not __wslock_subcommand' -l backend -x -a 'local etcd' -d
 complete -c wslock -n 'not __wslock_subcommand' -l etcd-endpoints -x -d 'etcd client URLs, comma-separated'
 complete -c wslock -n 'not __wslock_subcommand' -l etcd-prefix -x -d 'etcd key prefix'
 complete -c wslock -n 'not __wslock_subcommand' -l lease-ttl -x -d 'etcd: lease of a holder, seconds'
+complete -c wslock -n 'not __wslock_subcommand' -l etcd-cacert -r -F -d 'etcd: CA certificate'
+complete -c wslock -n 'not __wslock_subcommand' -l etcd-cert -r -F -d 'etcd: client certificate'
+complete -c wslock -n 'not __wslock_subcommand' -l etcd-key -r -F -d 'etcd: client key'
+complete -c wslock -n 'not __wslock_subcommand' -l etcd-user -x -d 'etcd: user[:password]'
 complete -c wslock -n 'not __wslock_subcommand' -l etcd-timeout -x -d 'etcd: request timeout, seconds'
 complete -c wslock -n 'not __wslock_subcommand' -l pretty -d 'Indent JSON output'
 complete -c wslock -n 'not __wslock_subcommand' -s q -l quiet -d 'No waiting notice or hints on stderr'
@@ -76,6 +80,10 @@ complete -c wslock -n $all -l backend -x -a 'local etcd' -d 'Where locks live'
 complete -c wslock -n $all -l etcd-endpoints -x -d 'etcd client URLs, comma-separated'
 complete -c wslock -n $all -l etcd-prefix -x -d 'etcd key prefix'
 complete -c wslock -n $all -l lease-ttl -x -d 'etcd: lease of a holder (seconds)'
+complete -c wslock -n $all -l etcd-cacert -r -F -d 'etcd: CA certificate'
+complete -c wslock -n $all -l etcd-cert -r -F -d 'etcd: client certificate'
+complete -c wslock -n $all -l etcd-key -r -F -d 'etcd: client key'
+complete -c wslock -n $all -l etcd-user -x -d 'etcd: user[:password]'
 complete -c wslock -n $all -l etcd-timeout -x -d 'etcd: request timeout (seconds)'
 complete -c wslock -n $all -l pretty -d 'Indent JSON output'
 complete -c wslock -n $all -s q -l quiet -d 'No waiting notice or hints on stderr'

@@ -12,7 +12,7 @@
 #include <string.h>
 
 enum { OPT_PRETTY = 1000, OPT_BACKEND, OPT_ETCD_ENDPOINTS, OPT_ETCD_PREFIX, OPT_LEASE_TTL,
-       OPT_ETCD_TIMEOUT };
+       OPT_ETCD_TIMEOUT, OPT_ETCD_CACERT, OPT_ETCD_CERT, OPT_ETCD_KEY, OPT_ETCD_USER };
 
 static const struct cli_option common_options[] = {
 	{ "lock-dir", 'd', required_argument, "DIR",
@@ -25,6 +25,14 @@ static const struct cli_option common_options[] = {
 	  "etcd key prefix (default /wslock/)" },
 	{ "lease-ttl", OPT_LEASE_TTL, required_argument, "SECONDS",
 	  "etcd: lease of a holder, kept alive while it runs (default 15)" },
+	{ "etcd-cacert", OPT_ETCD_CACERT, required_argument, "FILE",
+	  "etcd: CA certificate of https endpoints (default $WSLOCK_ETCD_CACERT)" },
+	{ "etcd-cert", OPT_ETCD_CERT, required_argument, "FILE",
+	  "etcd: client certificate (default $WSLOCK_ETCD_CERT)" },
+	{ "etcd-key", OPT_ETCD_KEY, required_argument, "FILE",
+	  "etcd: client certificate's key (default $WSLOCK_ETCD_KEY)" },
+	{ "etcd-user", OPT_ETCD_USER, required_argument, "USER[:PASSWORD]",
+	  "etcd: user name and password (default $WSLOCK_ETCD_USER, $WSLOCK_ETCD_PASSWORD)" },
 	{ "etcd-timeout", OPT_ETCD_TIMEOUT, required_argument, "SECONDS",
 	  "etcd: connect and reply timeout of one request (default 5, or $WSLOCK_ETCD_TIMEOUT)" },
 	{ "pretty", OPT_PRETTY, no_argument, NULL, "indent JSON output" },
@@ -289,6 +297,18 @@ int cli_parse(struct cli *c, const struct cli_command *cmd, int argc,
 			c->reg_cfg.lease_ttl_s = ttl;
 			break;
 		}
+		case OPT_ETCD_CACERT:
+			c->reg_cfg.etcd_cacert = optarg;
+			break;
+		case OPT_ETCD_CERT:
+			c->reg_cfg.etcd_cert = optarg;
+			break;
+		case OPT_ETCD_KEY:
+			c->reg_cfg.etcd_key = optarg;
+			break;
+		case OPT_ETCD_USER:
+			c->reg_cfg.etcd_user = optarg;
+			break;
 		case OPT_ETCD_TIMEOUT: {
 			long long ms = cli_opt_seconds("--etcd-timeout", optarg, &err);
 			if (ms <= 0) {

@@ -125,6 +125,10 @@ struct etcd_client {
 	size_t current;		/* index of the endpoint that last worked */
 	long timeout_ms;
 	long long deadline_ms;	/* CLOCK_MONOTONIC; 0: none (etcd_set_deadline) */
+	char *cacert, *cert, *key;	/* TLS files (etcd_set_tls), or NULL */
+	char *user, *password;		/* etcd auth (etcd_set_auth), or NULL */
+	bool authenticated;		/* the headers carry a token */
+	bool authenticating;
 	CURL *curl;
 	struct curl_slist *headers;
 	struct curl_slist *watch_headers;
@@ -285,6 +289,93 @@ fail:
 	return -1;
 }
 
+static int dup_opt(char **to, const char *from, struct wsl_error *err)
+{
+	free(*to);
+	*to = NULL;
+	if (from == NULL || from[0] == '\0')
+		return 0;
+	*to = strdup(from);
+	return *to != NULL ? 0 : wsl_error_set(err, WSL_INTERNAL, "out of memory");
+}
+
+int etcd_set_tls(struct etcd_client *c, const char *cacert, const char *cert,
+		 const char *key, struct wsl_error *err)
+{
+	if (dup_opt(&c->cacert, cacert, err) != 0 || dup_opt(&c->cert, cert, err) != 0 ||
+	    dup_opt(&c->key, key, err) != 0)
+		return -1;
+	return 0;
+}
+
+int etcd_set_auth(struct etcd_client *c, const char *user, const char *password,
+		  struct wsl_error *err)
+{
+	c->authenticated = false;
+	if (dup_opt(&c->user, user, err) != 0 ||
+	    dup_opt(&c->password, password != NULL ? password : "", err) != 0)
+		return -1;
+	if (c->user != NULL && c->password == NULL && (c->password = strdup("")) == NULL)
+		return wsl_error_set(err, WSL_INTERNAL, "out of memory");
+	return 0;
+}
+
+/* Replaces the Authorization header of list (or appends one). */
+static struct curl_slist *with_token(struct curl_slist *list, const char *token)
+{
+	struct curl_slist *n = NULL, *p;
+	char line[1024];
+
+	for (p = list; p != NULL; p = p->next)
+		if (strncmp(p->data, "Authorization:", 14) != 0 &&
+		    (n = curl_slist_append(n, p->data)) == NULL)
+			return NULL;
+	snprintf(line, sizeof(line), "Authorization: %s", token);
+	return curl_slist_append(n, line);
+}
+
+static int call(struct etcd_client *c, const char *path, json_t *req,
+		bool may_apply, json_t **doc, struct wsl_error *err);
+
+/* Gets a token for c->user (POST /v3/auth/authenticate) and puts it into
+ * every request's headers. */
+static int authenticate(struct etcd_client *c, struct wsl_error *err)
+{
+	json_t *req = json_object(), *doc = NULL;
+	const char *token;
+	struct curl_slist *h, *wh;
+	int rc;
+
+	json_object_set_new(req, "name", json_string(c->user));
+	json_object_set_new(req, "password", json_string(c->password));
+	c->authenticating = true;
+	rc = call(c, "/v3/auth/authenticate", req, false, &doc, err);
+	c->authenticating = false;
+	if (rc != 0)
+		return wsl_error_prefix(err, err->code, "etcd authentication as %s failed",
+					c->user);
+	token = json_string_value(json_object_get(doc, "token"));
+	if (token == NULL || strlen(token) > 900) {
+		json_decref(doc);
+		return wsl_error_set(err, WSL_IO,
+				     "etcd authentication as %s: no token in the answer", c->user);
+	}
+	h = with_token(c->headers, token);
+	wh = with_token(c->watch_headers, token);
+	json_decref(doc);
+	if (h == NULL || wh == NULL) {
+		curl_slist_free_all(h);
+		curl_slist_free_all(wh);
+		return wsl_error_set(err, WSL_INTERNAL, "out of memory");
+	}
+	curl_slist_free_all(c->headers);
+	curl_slist_free_all(c->watch_headers);
+	c->headers = h;
+	c->watch_headers = wh;
+	c->authenticated = true;
+	return 0;
+}
+
 void etcd_set_deadline(struct etcd_client *c, long long deadline_ms)
 {
 	c->deadline_ms = deadline_ms;
@@ -296,6 +387,14 @@ void etcd_close(struct etcd_client *c)
 
 	if (c == NULL)
 		return;
+	free(c->cacert);
+	free(c->cert);
+	free(c->key);
+	free(c->user);
+	if (c->password != NULL) {
+		explicit_bzero(c->password, strlen(c->password));
+		free(c->password);
+	}
 	if (c->curl != NULL)
 		curl_easy_cleanup(c->curl);
 	curl_slist_free_all(c->headers);
@@ -376,6 +475,12 @@ static void prepare(struct etcd_client *c, const char *url,
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, fn);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, arg);
+	if (c->cacert != NULL)
+		curl_easy_setopt(h, CURLOPT_CAINFO, c->cacert);
+	if (c->cert != NULL)
+		curl_easy_setopt(h, CURLOPT_SSLCERT, c->cert);
+	if (c->key != NULL)
+		curl_easy_setopt(h, CURLOPT_SSLKEY, c->key);
 }
 
 static bool transient_grpc(long long code)
@@ -541,11 +646,16 @@ static int call(struct etcd_client *c, const char *path, json_t *req,
 	enum attempt_end end;
 	char *text;
 	size_t i, idx;
-	bool sent;
+	bool sent, reauthed = false;
 
 	*doc = NULL;
 	if (req == NULL)
 		return wsl_error_set(err, WSL_INTERNAL, "out of memory");
+	if (c->user != NULL && !c->authenticated && !c->authenticating &&
+	    authenticate(c, err) != 0) {
+		json_decref(req);
+		return -1;
+	}
 	text = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
 	if (text == NULL)
@@ -558,6 +668,21 @@ static int call(struct etcd_client *c, const char *path, json_t *req,
 			c->current = idx;
 			free(text);
 			return 0;
+		}
+		if (end == ATTEMPT_STOP && c->user != NULL && c->authenticated &&
+		    !c->authenticating && !reauthed &&
+		    strstr(why, "invalid auth token") != NULL) {
+			/* The token expired (etcd's simple tokens do): get a
+			 * new one and send again; etcd rejected the request
+			 * before applying it. */
+			c->authenticated = false;
+			reauthed = true;
+			if (authenticate(c, err) != 0) {
+				free(text);
+				return -1;
+			}
+			i--;
+			continue;
 		}
 		if (end == ATTEMPT_STOP) {
 			free(text);

@@ -156,6 +156,25 @@ int etcd_open(struct etcd_client **out, const char *endpoints, long timeout_ms,
 	      struct wsl_error *err);
 
 /*
+ * TLS for https endpoints: cacert (PEM file of the CA that signed the
+ * servers' certificates; NULL: the system's), cert and key (PEM files of a
+ * client certificate for etcd's --client-cert-auth; NULL: none). The
+ * strings are copied. Returns 0, or -1 with WSL_INTERNAL (out of memory).
+ */
+int etcd_set_tls(struct etcd_client *c, const char *cacert, const char *cert,
+		 const char *key, struct wsl_error *err);
+
+/*
+ * etcd user/password authentication: before the first request the client
+ * asks /v3/auth/authenticate for a token and sends it with every request,
+ * and asks again when etcd says the token is invalid (simple tokens
+ * expire). user NULL: none. The strings are copied (the password is
+ * zeroed when the client is closed). Returns 0, or -1 (out of memory).
+ */
+int etcd_set_auth(struct etcd_client *c, const char *user, const char *password,
+		  struct wsl_error *err);
+
+/*
  * Bounds every later request and its connection by deadline_ms, a
  * CLOCK_MONOTONIC time in ms, as well as by the timeout (0: no deadline).
  * A request that would start after the deadline fails at once with

@@ -30,7 +30,12 @@ struct registry_config {
 	const char *lock_dir;		/* local: -d, or NULL for the default */
 	const char *backend;		/* "local" or "etcd"; NULL: $WSLOCK_BACKEND, else local */
 	const char *etcd_endpoints;	/* NULL: $WSLOCK_ETCD_ENDPOINTS */
-	const char *etcd_prefix;	/* NULL: "/wslock/" */
+	const char *etcd_prefix;	/* NULL: $WSLOCK_ETCD_PREFIX, else "/wslock/" */
+	const char *etcd_cacert;	/* TLS CA file; NULL: $WSLOCK_ETCD_CACERT */
+	const char *etcd_cert;		/* client certificate; NULL: $WSLOCK_ETCD_CERT */
+	const char *etcd_key;		/* its key; NULL: $WSLOCK_ETCD_KEY */
+	const char *etcd_user;		/* USER[:PASSWORD]; NULL: $WSLOCK_ETCD_USER
+					 * (password: $WSLOCK_ETCD_PASSWORD) */
 	long lease_ttl_s;		/* etcd lease of a holder, s; 0: 15 */
 	long timeout_ms;		/* etcd per-request timeout, ms; 0: 5000 */
 	const char *workspace;		/* the canonical workspace the command is

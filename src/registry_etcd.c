@@ -83,6 +83,9 @@ struct etcd_state {
 					 * (a forked child) opens its own */
 	char endpoints[ETCD_MAX_ENDPOINTS * 1100];
 	long timeout_ms;
+	const char *cacert, *cert, *key;	/* TLS files, or NULL */
+	char user[256];				/* "": no etcd auth */
+	char password[256];
 	char lease_token[WSL_TOKEN_HEX + 1];	/* that lock's owner */
 	char lease_ws[PATH_MAX];
 	long long last_rev;		/* header revision of the last read */
@@ -1257,6 +1260,54 @@ static int etcd_wait(struct registry *reg, int sigfd, long timeout_ms,
 	}
 }
 
+/* A client for s's endpoints with its TLS files and user. */
+static int client_new(struct etcd_state *s, struct etcd_client **out,
+		      struct wsl_error *err)
+{
+	if (etcd_open(out, s->endpoints, s->timeout_ms, err) != 0)
+		return -1;
+	if (etcd_set_tls(*out, s->cacert, s->cert, s->key, err) != 0 ||
+	    etcd_set_auth(*out, s->user[0] != '\0' ? s->user : NULL, s->password, err) != 0) {
+		etcd_close(*out);
+		*out = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/* cfg's value, else the environment variable's; NULL when neither. */
+static const char *opt_or_env(const char *v, const char *name)
+{
+	if (v == NULL || v[0] == '\0')
+		v = getenv(name);
+	return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+/* The TLS files and the user (USER[:PASSWORD]) from cfg or the
+ * environment into s. */
+static int auth_config(struct etcd_state *s, const struct registry_config *cfg,
+		       struct wsl_error *err)
+{
+	const char *u = opt_or_env(cfg->etcd_user, "WSLOCK_ETCD_USER"), *colon;
+	const char *pw = getenv("WSLOCK_ETCD_PASSWORD");
+
+	s->cacert = opt_or_env(cfg->etcd_cacert, "WSLOCK_ETCD_CACERT");
+	s->cert = opt_or_env(cfg->etcd_cert, "WSLOCK_ETCD_CERT");
+	s->key = opt_or_env(cfg->etcd_key, "WSLOCK_ETCD_KEY");
+	if (u == NULL)
+		return 0;
+	colon = strchr(u, ':');
+	if (colon != NULL)
+		pw = colon + 1;
+	if ((size_t)(colon != NULL ? colon - u : (ptrdiff_t)strlen(u)) >= sizeof(s->user) ||
+	    (pw != NULL && strlen(pw) >= sizeof(s->password)))
+		return wsl_error_set(err, WSL_USAGE, "the etcd user name or password is too long");
+	snprintf(s->user, sizeof(s->user), "%.*s",
+		 (int)(colon != NULL ? colon - u : (ptrdiff_t)strlen(u)), u);
+	snprintf(s->password, sizeof(s->password), "%s", pw != NULL ? pw : "");
+	return 0;
+}
+
 /* In a keeper (a process forked after the client was opened): a client
  * of its own. The inherited one is abandoned, not closed: its connections
  * are the parent's too, and closing a TLS one would send on them. */
@@ -1266,7 +1317,7 @@ static int client_own(struct etcd_state *s, struct wsl_error *err)
 
 	if (s->pid == getpid())
 		return 0;
-	if (etcd_open(&c, s->endpoints, s->timeout_ms, err) != 0)
+	if (client_new(s, &c, err) != 0)
 		return -1;
 	s->c = c;
 	s->pid = getpid();
@@ -1369,6 +1420,7 @@ static void etcd_registry_close(struct registry *reg)
 		wsl_error_clear(&ignore);
 	}
 	etcd_close(s->c);
+	explicit_bzero(s->password, sizeof(s->password));
 	free(s);
 	reg->backend = NULL;
 }
@@ -1443,7 +1495,8 @@ int etcd_registry_open(struct registry *reg, const struct registry_config *cfg,
 	s->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : timeout_from_env();
 	s->pid = getpid();
 	snprintf(s->endpoints, sizeof(s->endpoints), "%s", endpoints);
-	if (etcd_open(&s->c, endpoints, s->timeout_ms, err) != 0) {
+	if (auth_config(s, cfg, err) != 0 || client_new(s, &s->c, err) != 0) {
+		explicit_bzero(s->password, sizeof(s->password));
 		free(s);
 		return -1;
 	}

@@ -87,6 +87,10 @@ struct etcd_state {
 	char user[256];				/* "": no etcd auth */
 	char password[256];
 	char lease_token[WSL_TOKEN_HEX + 1];	/* that lock's owner */
+	char *held_value;		/* the bytes and create revision of the */
+	size_t held_len;		/* lock this process acquired (token */
+	long long held_create;		/* held_token): released without a read */
+	char held_token[WSL_TOKEN_HEX + 1];
 	char lease_ws[PATH_MAX];
 	long long last_rev;		/* header revision of the last read */
 };
@@ -641,6 +645,25 @@ static void lease_drop(struct etcd_state *s, const char *token)
 	s->lease_token[0] = '\0';
 }
 
+/* Remembers the lock just acquired (o's bytes value, create revision
+ * create), so that its release needs no read first. */
+static void held_note(struct etcd_state *s, const struct owner *o,
+		      const char *value, size_t len, long long create)
+{
+	free(s->held_value);
+	s->held_value = dup_bytes(value, len);
+	s->held_len = len;
+	s->held_create = create;
+	snprintf(s->held_token, sizeof(s->held_token), "%s", o->token);
+}
+
+static void held_forget(struct etcd_state *s)
+{
+	free(s->held_value);
+	s->held_value = NULL;
+	s->held_token[0] = '\0';
+}
+
 /* The operations that give o's lock its liveness keys (keeper: the lease
  * key and the live key on the lease) or remove any (no keeper), into
  * ops[0..2); *doc is the lease key's value to free. */
@@ -848,6 +871,7 @@ static int etcd_try_acquire(struct registry *reg, const struct owner *o,
 		lease_bind(reg, o);
 		*live_fd = -1;
 	}
+	held_note(s, o, value, value_len, reg->fence);
 	rc = ACQUIRE_DONE;
 out:
 	free(doc);
@@ -894,6 +918,37 @@ static int etcd_release(struct registry *reg, const char *workspace,
 	for (j = 0; j < KINDS; j++)
 		if (key_make(s, kind_names[j], workspace, &k[j], err) != 0)
 			return -1;
+	memset(ops, 0, sizeof(ops));
+	for (j = 0; j < KINDS; j++) {
+		ops[j].type = ETCD_OP_DELETE;
+		ops[j].key = k[j].b;
+		ops[j].key_len = k[j].len;
+	}
+	t.compare = cmp;
+	t.n_compare = 2;
+	t.success = ops;
+	t.n_success = KINDS;
+	if (released == NULL && s->held_value != NULL && strcmp(s->held_token, token) == 0) {
+		/* Our own lock, as we wrote it: the compare-and-swap needs no
+		 * read first. A compare that fails goes the long way. */
+		struct lock_entry he = { 0 };
+		struct kv_meta hm = { 0 };
+		bool ok = false;
+
+		he.raw = s->held_value;
+		he.raw_len = s->held_len;
+		hm.create_rev = s->held_create;
+		guard(cmp, &k[K_LOCK], &he, &hm);
+		if (etcd_txn(s->c, &t, &ok, NULL, err) != 0) {
+			if (!outcome_unknown(err))
+				return -1;
+			wsl_error_clear(err);
+		} else if (ok) {
+			lease_drop(s, token);
+			held_forget(s);
+			return 0;
+		}
+	}
 	for (attempt = 0; attempt < 10; attempt++) {
 		bool ok;
 
@@ -902,16 +957,6 @@ static int etcd_release(struct registry *reg, const char *workspace,
 		if (lockrules_check_release(workspace, token, &e, err) != 0)
 			goto out;
 		guard(cmp, &k[K_LOCK], &e, &m);
-		memset(ops, 0, sizeof(ops));
-		for (j = 0; j < KINDS; j++) {
-			ops[j].type = ETCD_OP_DELETE;
-			ops[j].key = k[j].b;
-			ops[j].key_len = k[j].len;
-		}
-		t.compare = cmp;
-		t.n_compare = 2;
-		t.success = ops;
-		t.n_success = KINDS;
 		if (etcd_txn(s->c, &t, &ok, NULL, err) != 0) {
 			struct lock_entry now;
 			struct kv_meta nm;
@@ -944,6 +989,8 @@ static int etcd_release(struct registry *reg, const char *workspace,
 				     "the lock of %s kept changing; nothing released", workspace);
 	}
 	lease_drop(s, token);
+	if (strcmp(s->held_token, token) == 0)
+		held_forget(s);
 	if (released != NULL)
 		*released = e.owner;
 	rc = 0;
@@ -1185,6 +1232,9 @@ static int etcd_take_over(struct registry *reg, const char *workspace,
 		lease_bind(reg, next);
 		*live_fd = -1;
 	}
+	/* a put keeps the key's create revision */
+	if (next != NULL)
+		held_note(s, next, value, value_len, m.create_rev);
 	wsl_error_clear(err);
 	rc = 0;
 out:
@@ -1420,6 +1470,7 @@ static void etcd_registry_close(struct registry *reg)
 		wsl_error_clear(&ignore);
 	}
 	etcd_close(s->c);
+	held_forget(s);
 	explicit_bzero(s->password, sizeof(s->password));
 	free(s);
 	reg->backend = NULL;
@@ -1465,10 +1516,7 @@ int etcd_registry_open(struct registry *reg, const struct registry_config *cfg,
 {
 	const char *endpoints = cfg->etcd_endpoints, *prefix = cfg->etcd_prefix;
 	struct etcd_state *s;
-	struct etcd_kv *kvs = NULL;
-	char end[PREFIX_MAX + 1];
-	size_t n = 0, plen;
-	long long rev = 0;
+	size_t plen;
 
 	reg->path[0] = '\0';	/* no registry directory */
 	reg->real[0] = '\0';
@@ -1500,19 +1548,9 @@ int etcd_registry_open(struct registry *reg, const struct registry_config *cfg,
 		free(s);
 		return -1;
 	}
-	/* Fail now, not at the first lock: a registry that cannot be read
-	 * must never look empty. */
-	if (etcd_range(s->c, s->prefix, s->prefix_len, end,
-		       etcd_prefix_end(s->prefix, s->prefix_len, end), 1,
-		       &kvs, &n, &rev, err) != 0) {
-		wsl_error_prefix(err, WSL_BACKEND_UNAVAILABLE,
-				 "etcd at %s is not reachable", endpoints);
-		etcd_close(s->c);
-		free(s);
-		return -1;
-	}
-	etcd_kvs_free(kvs, n);
-	s->last_rev = rev;
+	/* Nothing is read yet: every command's first read (or write) says
+	 * whether etcd is reachable, and one that cannot read fails, never
+	 * taking an unread registry for an empty one. */
 	reg->ops = &etcd_ops;
 	reg->backend = s;
 	return 0;

@@ -31,7 +31,7 @@ _wslock_opts()
 		o='--expected-owner --force --reason --retain-on-failure
 		   --print-owner --kill-after' ;;
 	reclaim)
-		o='--yes --force --reason --format' ;;
+		o='-y --yes --force --reason --format' ;;
 	esac
 	printf '%s\n' $o $_wslock_common_opts
 }

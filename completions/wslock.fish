@@ -120,10 +120,10 @@ complete -c wslock -n '__wslock_using inspect' -l journal -d 'Print the audit jo
 complete -c wslock -n '__wslock_using inspect' -l registry -d 'Print where the registry is'
 
 # recover and reclaim.
-complete -c wslock -n '__wslock_using recover' -l expected-owner -r -F -d 'Owner document to take over (- for stdin)'
+complete -c wslock -n '__wslock_using recover' -l expected-owner -r -F -a '-\t"Read the owner document from standard input"' -d 'Owner document to take over (- for stdin)'
 complete -c wslock -n '__wslock_using recover reclaim' -l force -d 'Also unknown liveness (needs --reason)'
 complete -c wslock -n '__wslock_using recover reclaim' -l reason -x -d 'Why the force is justified'
-complete -c wslock -n '__wslock_using reclaim' -l yes -d 'Reclaim instead of previewing'
+complete -c wslock -n '__wslock_using reclaim' -s y -l yes -d 'Reclaim instead of previewing'
 complete -c wslock -n '__wslock_using inspect reclaim' -l format -x -a 'json text' -d 'Output format'
 
 # After `--`: the command.

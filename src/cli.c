@@ -51,6 +51,37 @@ static size_t count_options(const struct cli_option *o)
 	return n;
 }
 
+/* Help fits 80 columns. */
+#define HELP_WIDTH 80
+
+void cli_print_wrapped(FILE *out, size_t col, size_t indent, const char *text)
+{
+	const char *p = text;
+
+	while (*p != '\0') {
+		size_t room = col < HELP_WIDTH ? HELP_WIDTH - col : 1, n = strlen(p);
+
+		if (n > room) {
+			/* Break at the last space that fits, else the first one. */
+			size_t cut = room;
+			/* Not before a word starting with '-': a continuation line
+			 * must not look like an option's own line. */
+			while (cut > 0 && (p[cut] != ' ' || p[cut + 1] == '-'))
+				cut--;
+			if (cut == 0)
+				cut = strcspn(p, " ");
+			n = cut;
+		}
+		fprintf(out, "%.*s\n", (int)n, p);
+		p += n;
+		while (*p == ' ')
+			p++;
+		if (*p != '\0')
+			fprintf(out, "%*s", (int)indent, "");
+		col = indent;
+	}
+}
+
 static void help_options(FILE *out, const struct cli_option *o)
 {
 	char left[64];
@@ -63,15 +94,20 @@ static void help_options(FILE *out, const struct cli_option *o)
 			snprintf(left, sizeof(left), "    --%s%s%s", o->name,
 				 o->arg_name ? " " : "", o->arg_name ? o->arg_name : "");
 		if (strlen(left) > 26)
-			fprintf(out, "  %s\n  %-26s %s\n", left, "", o->help);
+			fprintf(out, "  %s\n  %-26s ", left, "");
 		else
-			fprintf(out, "  %-26s %s\n", left, o->help);
+			fprintf(out, "  %-26s ", left);
+		cli_print_wrapped(out, 29, 29, o->help);
 	}
 }
 
 void cli_help(const struct cli_command *cmd)
 {
-	printf("usage: wslock %s %s\n\n%s\n", cmd->name, cmd->synopsis, cmd->summary);
+	printf("usage: wslock %s ", cmd->name);
+	cli_print_wrapped(stdout, strlen("usage: wslock  ") + strlen(cmd->name),
+			  strlen("usage: wslock  ") + strlen(cmd->name), cmd->synopsis);
+	printf("\n");
+	cli_print_wrapped(stdout, 0, 0, cmd->summary);
 	if (count_options(cmd->options) > 0) {
 		printf("\noptions:\n");
 		help_options(stdout, cmd->options);
@@ -80,9 +116,13 @@ void cli_help(const struct cli_command *cmd)
 	help_options(stdout, common_options);
 	if (cmd->details != NULL)
 		printf("\n%s", cmd->details);
-	printf("\nExit status: 0 done; 64 usage; 65 owner mismatch or corrupt lock; 66 no\n"
-	       "workspace or not held; 69 recovery required; 75 busy or timeout; 77 unsafe\n"
-	       "path; 78 ownership lost (see wslock(1)).\n");
+}
+
+void cli_help_exit_status(FILE *out)
+{
+	fprintf(out, "\nExit status: 0 done; 64 usage; 65 owner mismatch or corrupt lock; 66 no\n"
+		"workspace or not held; 69 recovery required or liveness unknown; 75 busy,\n"
+		"timeout or owner live; 77 unsafe path; 78 ownership lost (see wslock(1)).\n");
 }
 
 void cli_help_common(FILE *out)
@@ -238,6 +278,31 @@ void cli_argv_free(struct cli_argv *a)
 	a->argc = 0;
 }
 
+/* Whether word ("--re", "--re=x") abbreviates two or more of longopts; if
+ * so, lists them in out ("--reason, --retain-on-failure"). */
+static bool ambiguous(const struct option *longopts, const char *word,
+		      char *out, size_t len)
+{
+	size_t n, k = 0;
+	int hits = 0;
+
+	if (strncmp(word, "--", 2) != 0)
+		return false;
+	word += 2;
+	n = strcspn(word, "=");
+	out[0] = '\0';
+	for (; longopts->name != NULL; longopts++) {
+		if (strncmp(longopts->name, word, n) != 0)
+			continue;
+		if (strlen(longopts->name) == n)
+			return false;	/* an exact name is never ambiguous */
+		k += (size_t)snprintf(out + k, k < len ? len - k : 0, "%s--%s",
+				      hits ? ", " : "", longopts->name);
+		hits++;
+	}
+	return hits >= 2;
+}
+
 int cli_parse(struct cli *c, const struct cli_command *cmd, int argc,
 	      char **argv, int (*on_option)(int id, const char *arg, void *ctx,
 					    struct wsl_error *err),
@@ -333,10 +398,15 @@ int cli_parse(struct cli *c, const struct cli_command *cmd, int argc,
 			c->pretty = true;
 			break;
 		case '?':
-			if (optopt != 0 && optopt < 256)
+			if (optopt != 0 && optopt < 256) {
 				*status = output_usage(c, "unknown option -%c", optopt);
-			else
-				*status = output_usage(c, "unknown option %s", bad);
+			} else {
+				char which[512];
+				if (ambiguous(longopts, bad, which, sizeof(which)))
+					*status = output_usage(c, "option %s is ambiguous: %s", bad, which);
+				else
+					*status = output_usage(c, "unknown option %s", bad);
+			}
 			goto done;
 		case ':':
 			*status = output_usage(c, "option %s needs a value", bad);

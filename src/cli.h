@@ -68,6 +68,13 @@ int cli_parse(struct cli *c, const struct cli_command *cmd, int argc,
 /* Prints the --help text of cmd on stdout. */
 void cli_help(const struct cli_command *cmd);
 
+/* The exit-status summary, once, at the end of `wslock --help`. */
+void cli_help_exit_status(FILE *out);
+
+/* Prints text on out, starting at column col, wrapped at spaces to fit 80
+ * columns, continuation lines indented by indent spaces; ends the line. */
+void cli_print_wrapped(FILE *out, size_t col, size_t indent, const char *text);
+
 /* Prints the rows of the common options (the one table cli_parse uses) to
  * out, for the usage text of wslock itself. */
 void cli_help_common(FILE *out);

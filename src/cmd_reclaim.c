@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 static const struct cli_option reclaim_options[] = {
-	{ "yes", OPT_YES, no_argument, NULL,
+	{ "yes", 'y', no_argument, NULL,
 	  "really remove the reclaimable locks (default: preview only)" },
 	{ "force", OPT_FORCE, no_argument, NULL,
 	  "also reclaim owners of unknown liveness (another host)" },
@@ -24,6 +24,7 @@ static const struct cli_option reclaim_options[] = {
 };
 
 struct reclaim_args {
+	bool named;		/* WORKSPACE operands given */
 	bool yes;
 	bool force;
 	const char *reason;
@@ -37,7 +38,7 @@ static int reclaim_option(int id, const char *arg, void *ctx, struct wsl_error *
 	switch (id) {
 	case OPT_FORMAT:
 		return cli_parse_format(arg, &a->text, err);
-	case OPT_YES:
+	case 'y':
 		a->yes = true;
 		return 0;
 	case OPT_FORCE:
@@ -268,14 +269,24 @@ static int reclaim_all(struct cli *c, struct registry *reg, const struct candida
 		if (!lockrules_reclaimable(e, a->force, why, sizeof(why))) {
 			if (json_array_append_new(skipped, skipped_json(e, why)) != 0)
 				goto oom;
+			/* A workspace named on the command line and not reclaimed
+			 * fails reclaim with that reason's code, so a script sees it. */
+			if (a->named) {
+				enum wsl_code code = lockrules_reclaim_code(e, a->force);
+				if (exit_status == 0)
+					exit_status = wsl_code_exit(code);
+				if (!c->quiet)
+					fprintf(stderr, "wslock: not reclaimed: %s: %s [%s]\n",
+						e->workspace_root, why, wsl_code_name(code));
+			}
 			continue;
 		}
 		if (reclaim_one(c, reg, e, a, ch, &cmd_status, err) != 0) {
 			/* Changed since it was read, came alive, or failed: only
 			 * a failure (not a lock that moved on) fails reclaim. */
-			if (exit_status == 0 && err->code != WSL_NOT_HELD &&
+			if (exit_status == 0 && (a->named || (err->code != WSL_NOT_HELD &&
 			    err->code != WSL_OWNER_MISMATCH && err->code != WSL_OWNER_LIVE &&
-			    err->code != WSL_LIVENESS_UNKNOWN && err->code != WSL_RECOVERY_REQUIRED)
+			    err->code != WSL_LIVENESS_UNKNOWN && err->code != WSL_RECOVERY_REQUIRED)))
 				exit_status = wsl_code_exit(err->code);
 			if (!c->quiet)
 				fprintf(stderr, "wslock: skipped %s: %s\n", e->workspace_root,
@@ -339,7 +350,7 @@ static int check_args(struct cli *c, const struct reclaim_args *a, int argc, int
 
 static int reclaim_main(struct cli *c, int argc, char **argv)
 {
-	struct reclaim_args a = { false, false, NULL, false };
+	struct reclaim_args a = { 0 };
 	struct candidates cands = { NULL, 0, 0 };
 	struct wsl_error err = { 0 };
 	struct child ch = { 0 };
@@ -354,6 +365,7 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 	first = cli_parse(c, &cmd_reclaim, dashdash, argv, reclaim_option, &a, &status);
 	if (first < 0)
 		return status;
+	a.named = first < dashdash;
 	status = check_args(c, &a, argc, dashdash, argv, &ch);
 	if (status != 0)
 		return status;

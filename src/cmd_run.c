@@ -132,7 +132,7 @@ static int run_main(struct cli *c, int argc, char **argv)
 		free(doc);
 	}
 	if (c->verbose)
-		fprintf(stderr, "wslock: locked %s (token %s)\n", ws, o.token);
+		fprintf(stderr, "wslock: locked %s (token %.8s...)\n", ws, o.token);
 	status = child_run_held(c, &reg, &o, live_fd, &ch);
 	registry_close(&reg);
 	return status;

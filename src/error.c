@@ -121,5 +121,6 @@ void wsl_error_clear(struct wsl_error *err)
 	free(err->liveness);
 	free(err->liveness_reason);
 	free(err->path);
+	free(err->requested);
 	memset(err, 0, sizeof(*err));
 }

@@ -56,6 +56,13 @@ struct wsl_error {
 	char *liveness;
 	char *liveness_reason;
 	char *path;
+	/* For WSL_BUSY and WSL_TIMEOUT: the workspace asked for, how the lock in
+	 * the way relates to it ("same", "ancestor", "descendant": a static
+	 * string, or NULL), and the -w timeout that expired (ms; has_timeout). */
+	char *requested;
+	const char *relation;
+	bool has_timeout;
+	long long timeout_ms;
 };
 
 /* "WSLOCK_BUSY" etc. for a code; never NULL. */

@@ -123,7 +123,15 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		lockrules_describe_holder(&conflict, who, sizeof(who));
 		lockrules_conflict_subject(ws, &conflict, subject, sizeof(subject));
 		if (w->nonblock || (deadline >= 0 && platform_mono_ms() >= deadline)) {
+			size_t n = strlen(conflict.workspace_root);
+
 			lockrules_error_holder(err, &conflict);
+			wsl_error_detail(&err->requested, ws);
+			err->relation = strcmp(ws, conflict.workspace_root) == 0 ? "same" :
+				strncmp(ws, conflict.workspace_root, n) == 0 && ws[n] == '/' ?
+				"ancestor" : "descendant";
+			err->has_timeout = !w->nonblock;
+			err->timeout_ms = w->nonblock ? 0 : w->timeout_ms;
 			wsl_error_set(err, w->nonblock ? WSL_BUSY : WSL_TIMEOUT,
 				      "%s%s locked by %s%s%s",
 				      w->nonblock ? "" : "timed out: ", subject, who,

@@ -179,11 +179,11 @@ int lockrules_check_release(const char *workspace, const char *token,
 		lockrules_error_holder(err, e);
 		if (e->owner.has_recovery_of && strcmp(e->owner.recovery_of, token) == 0)
 			return wsl_error_set(err, WSL_OWNERSHIP_LOST,
-					     "%s was taken over from token %s by recover: it is now held by pid %ld on %s (token %s); nothing released",
+					     "%s was taken over from token %.8s... by recover: it is now held by pid %ld on %s (token %.8s...); nothing released",
 					     workspace, token, (long)e->owner.pid, e->owner.host,
 					     e->owner.token);
 		return wsl_error_set(err, WSL_OWNERSHIP_LOST,
-				     "%s is held by pid %ld on %s with token %s, not %s: the lock was taken over (recover or reclaim) or the token is mistyped; nothing released",
+				     "%s is held by pid %ld on %s with token %.8s..., not %.8s...: the lock was taken over (recover or reclaim) or the token is mistyped; nothing released",
 				     workspace, (long)e->owner.pid, e->owner.host, e->owner.token, token);
 	}
 	if (e->state == LOCK_RETAINED) {
@@ -246,7 +246,7 @@ int lockrules_check_take_over(const char *workspace, const struct registry_expec
 		owner_diff(x->owner, &e->owner, keys, sizeof(keys));
 		lockrules_error_holder(err, e);
 		return wsl_error_set(err, WSL_OWNER_MISMATCH,
-				     "the owner of %s is not the one expected: %s differ%s (now pid %ld on %s, token %s); nothing changed",
+				     "the owner of %s is not the one expected: %s differ%s (now pid %ld on %s, token %.8s...); nothing changed",
 				     workspace, keys, strchr(keys, ',') ? "" : "s",
 				     (long)e->owner.pid, e->owner.host, e->owner.token);
 	}
@@ -266,6 +266,20 @@ int lockrules_check_take_over(const char *workspace, const struct registry_expec
 				     "the owner of %s cannot be proven dead (%s); after checking that host, use --force --reason",
 				     workspace, e->reason);
 	return 0;
+}
+
+enum wsl_code lockrules_reclaim_code(const struct lock_entry *e, bool force)
+{
+	struct registry_expect x = { 0 };
+	struct wsl_error err = { 0 };
+	enum wsl_code code;
+
+	x.owner = e->has_owner ? &e->owner : NULL;
+	x.force = force;
+	code = lockrules_check_take_over(e->workspace_root, &x, e, &err) == 0 ?
+		WSL_OK : err.code;
+	wsl_error_clear(&err);
+	return code;
 }
 
 bool lockrules_reclaimable(const struct lock_entry *e, bool force, char *why,

@@ -126,6 +126,12 @@ int lockrules_check_take_over(const char *workspace, const struct registry_expec
  * given, so that the preview says what --yes will do. Returns true or
  * false and says why in why (len bytes), in the preview's words.
  */
+/* The code lockrules_check_take_over gives reclaim for e (WSL_OK when
+ * reclaimable): what `reclaim --yes` exits with for a named workspace it
+ * did not reclaim (live: OWNER_LIVE, unknown or retained: 69, corrupt: 65,
+ * unsafe: 77). */
+enum wsl_code lockrules_reclaim_code(const struct lock_entry *e, bool force);
+
 bool lockrules_reclaimable(const struct lock_entry *e, bool force, char *why,
 			   size_t len);
 

@@ -32,12 +32,15 @@ static void usage(FILE *out)
 		"A crash-safe lock on a workspace directory: who holds it, whether the\n"
 		"holder is alive, and recovery only from a provably dead holder.\n\n"
 		"commands:\n");
-	for (i = 0; i < NCOMMANDS; i++)
-		fprintf(out, "  %-9s %s\n", commands[i]->name, commands[i]->summary);
+	for (i = 0; i < NCOMMANDS; i++) {
+		fprintf(out, "  %-9s ", commands[i]->name);
+		cli_print_wrapped(out, 12, 12, commands[i]->summary);
+	}
 	fprintf(out, "\noptions (before COMMAND or after it):\n");
 	cli_help_common(out);
 	fprintf(out, "  -V, --version              print the version and exit\n\n"
 		"'wslock COMMAND --help' shows the options of one command. See wslock(1).\n");
+	cli_help_exit_status(out);
 }
 
 static const struct cli_command *find_command(const char *name)

@@ -256,6 +256,13 @@ int output_error(struct cli *c, struct wsl_error *err)
 			json_object_set_new(inner, "path", json_string(err->path));
 		if (has_next)
 			json_object_set_new(inner, "next", message_json(next));
+		if (err->requested != NULL)
+			json_object_set_new(inner, "requested", json_string(err->requested));
+		if (err->relation != NULL)
+			json_object_set_new(inner, "relation", json_string(err->relation));
+		if (err->has_timeout)
+			json_object_set_new(inner, "timeout_s",
+					    json_real((double)err->timeout_ms / 1000.0));
 		json_object_set_new(doc, "error", inner);
 		output_json(c, doc);
 	}

@@ -20,7 +20,7 @@ _wslock_opts()
 		o='-w --timeout -n --nonblock -E --conflict-exit-code --pid
 		   --operation-id --purpose --reclaim-dead' ;;
 	release)
-		o='--token' ;;
+		o='--token -w --timeout -n --nonblock' ;;
 	run)
 		o='-w --timeout -n --nonblock -E --conflict-exit-code
 		   --operation-id --purpose --print-owner --retain-on-failure
@@ -29,9 +29,9 @@ _wslock_opts()
 		o='--owner --all --format --operation-id --journal --registry' ;;
 	recover)
 		o='--expected-owner --force --reason --retain-on-failure
-		   --print-owner --kill-after' ;;
+		   --print-owner --kill-after -w --timeout -n --nonblock' ;;
 	reclaim)
-		o='-y --yes --force --reason --format' ;;
+		o='-y --yes --force --reason --format -w --timeout -n --nonblock' ;;
 	esac
 	printf '%s\n' $o $_wslock_common_opts
 }

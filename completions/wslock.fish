@@ -106,6 +106,11 @@ complete -c wslock -n '__wslock_using acquire' -l pid -x -a '(__fish_complete_pi
 # release.
 complete -c wslock -n '__wslock_using release' -l token -x -d 'The owner token from acquire'
 
+# release, recover and reclaim: -w and -n bound the wait for the registry.
+set -l regwait '__wslock_using release recover reclaim'
+complete -c wslock -n $regwait -s w -l timeout -x -d 'Give up waiting after SECONDS'
+complete -c wslock -n $regwait -s n -l nonblock -d 'Do not wait'
+
 # run and recover.
 complete -c wslock -n '__wslock_using run recover' -l print-owner -d 'Write the owner document to stderr'
 complete -c wslock -n '__wslock_using run recover' -l kill-after -x -d 'etcd: SIGKILL this long after SIGTERM on lease loss'

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -118,12 +119,15 @@ void child_exec(char **cmd)
 
 	execvp(cmd[0], cmd);
 	e = errno;
-	fprintf(stderr, "wslock: cannot run %s: %s\n", cmd[0], strerror(e));
+	fprintf(stderr, "wslock: cannot run %s: %s [%s]\n", cmd[0], strerror(e),
+		wsl_code_name(WSL_OS));
 	_exit(e == ENOENT ? 127 : 126);
 }
 
+/* The child's environment: workspace (its own, for a nested run below
+ * the outer's workspace) and the owner o of the lock it runs under. */
 static int set_child_env(const struct registry *reg, const struct owner *o,
-			 struct wsl_error *err)
+			 const char *workspace, struct wsl_error *err)
 {
 	char *doc = owner_format(o, false);
 	char fence[32];
@@ -132,7 +136,7 @@ static int set_child_env(const struct registry *reg, const struct owner *o,
 	if (doc == NULL)
 		return wsl_error_set(err, WSL_INTERNAL, "cannot format the owner document");
 	snprintf(fence, sizeof(fence), "%lld", reg->fence);
-	if (setenv("WSLOCK_WORKSPACE", o->workspace_root, 1) != 0 ||
+	if (setenv("WSLOCK_WORKSPACE", workspace, 1) != 0 ||
 	    setenv("WSLOCK_TOKEN", o->token, 1) != 0 ||
 	    setenv("WSLOCK_OWNER", doc, 1) != 0 ||
 	    (reg->fence > 0 ? setenv("WSLOCK_FENCE", fence, 1) : unsetenv("WSLOCK_FENCE")) != 0)
@@ -155,7 +159,8 @@ static void exec_command(const struct child *ch, int live_fd, const struct own_f
 	if (ch->stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
 		_exit(126);
 	if (ch->cwd != NULL && chdir(ch->cwd) != 0) {
-		fprintf(stderr, "wslock: cannot enter %s: %s\n", ch->cwd, strerror(errno));
+		fprintf(stderr, "wslock: cannot enter %s: %s [%s]\n", ch->cwd, strerror(errno),
+			wsl_code_name(WSL_OS));
 		_exit(126);
 	}
 	child_exec(ch->cmd);
@@ -248,35 +253,47 @@ static char *retained_doc(const struct owner *o, int wstatus)
 	return text;
 }
 
-int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
-		   int live_fd, const struct child *ch)
+/*
+ * Before the outer run lets go of o's lock (release or retain): takes the
+ * lock's nested file exclusively, waiting while runs nested under it still
+ * run (they hold it shared), and says so once. *nfd is kept until the lock
+ * is gone. A failure here is reported and the release goes on: a nested
+ * run keeps the live file it inherited, so nothing is displaced.
+ */
+static void wait_nested(struct cli *c, struct registry *reg, const struct owner *o,
+			int *nfd)
 {
 	struct wsl_error err = { 0 };
-	int wstatus = 0, status;
+	int rc;
 
-	if (set_child_env(reg, o, &err) != 0 ||
-	    supervise(reg, o, ch, live_fd, &wstatus, &err) != 0) {
-		/* The child never ran, or the lock was lost under it: release
-		 * what is still ours (never another owner's), then report. A
-		 * lost lock is not ours: no release to wait for. */
-		struct wsl_error rerr = { 0 };
-		if (err.code != WSL_OWNERSHIP_LOST)
-			registry_release(reg, o->workspace_root, o->token, NULL, &rerr);
-		wsl_error_clear(&rerr);
-		keeper_done();
-		fsx_close(live_fd);
-		status = output_error(c, &err);
-		wsl_error_clear(&err);
-		return status;
+	rc = registry_nest_lock(reg, o->workspace_root, o->token, LOCK_EX | LOCK_NB, nfd, &err);
+	if (rc == NEST_LOCK_BUSY) {
+		if (!c->quiet)
+			fprintf(stderr, "wslock: the command ended; waiting for the wslock runs nested under %s to end before releasing it\n",
+				o->workspace_root);
+		rc = registry_nest_lock(reg, o->workspace_root, o->token, LOCK_EX, nfd, &err);
 	}
-	status = WIFSIGNALED(wstatus) ? 128 + WTERMSIG(wstatus) : WEXITSTATUS(wstatus);
+	if (rc < 0) {
+		output_error(c, &err);
+		wsl_error_clear(&err);
+	}
+}
+
+/* After the command and the runs nested under it: keeps o's lock
+ * retained (ch->retain_on_failure and a failed command) or releases it,
+ * then stops the keeper. Returns wslock's exit status. */
+static int let_go(struct cli *c, struct registry *reg, const struct owner *o,
+		  const struct child *ch, int wstatus)
+{
+	struct wsl_error err = { 0 };
+	int status = WIFSIGNALED(wstatus) ? 128 + WTERMSIG(wstatus) : WEXITSTATUS(wstatus);
+
 	if (status != 0 && ch->retain_on_failure) {
 		char *doc = retained_doc(o, wstatus);
 		int rc = doc != NULL ? registry_retain(reg, o->workspace_root, o->token,
 						       doc, &err) :
 			wsl_error_set(&err, WSL_INTERNAL, "cannot format retained.json");
 		free(doc);
-		fsx_close(live_fd);
 		keeper_done();
 		if (rc != 0) {
 			output_error(c, &err);
@@ -296,7 +313,6 @@ int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
 			 * out (recovery required): say so, not 69. */
 			fprintf(stderr, "wslock: the command finished, but the lock of %s could not be released (%s): it is left held, dead once its lease runs out; see 'wslock inspect %s'\n",
 				o->workspace_root, err.message, o->workspace_root);
-			fsx_close(live_fd);
 			wsl_error_clear(&err);
 			return status;
 		}
@@ -304,12 +320,63 @@ int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
 			wsl_error_set(&err, WSL_OWNERSHIP_LOST,
 				      "the lock of %s was removed while this command held it; nothing released",
 				      o->workspace_root);
-		fsx_close(live_fd);
 		status = output_error(c, &err);
 		wsl_error_clear(&err);
 		return status;
 	}
 	keeper_done();
-	fsx_close(live_fd);
 	return status;
+}
+
+int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
+		   int live_fd, const struct child *ch)
+{
+	struct wsl_error err = { 0 };
+	int wstatus = 0, status, nfd = -1;
+
+	if (set_child_env(reg, o, o->workspace_root, &err) != 0 ||
+	    supervise(reg, o, ch, live_fd, &wstatus, &err) != 0) {
+		/* The child never ran, or the lock was lost under it: release
+		 * what is still ours (never another owner's), then report. A
+		 * lost lock is not ours: no release to wait for. */
+		struct wsl_error rerr = { 0 };
+		if (err.code != WSL_OWNERSHIP_LOST)
+			registry_release(reg, o->workspace_root, o->token, NULL, &rerr);
+		wsl_error_clear(&rerr);
+		keeper_done();
+		fsx_close(live_fd);
+		status = output_error(c, &err);
+		wsl_error_clear(&err);
+		return status;
+	}
+	/* The outer does not let go while runs nested under it still run;
+	 * and the release waits for the registry as long as it must (-w/-n
+	 * bounded getting the lock, not giving it back). */
+	registry_coord_bound(reg, false, -1);
+	wait_nested(c, reg, o, &nfd);
+	status = let_go(c, reg, o, ch, wstatus);
+	fsx_close(live_fd);
+	fsx_close(nfd);
+	return status;
+}
+
+int child_run_nested(struct cli *c, struct registry *reg, const struct lock_entry *outer,
+		     const char *workspace, int nest_fd, const struct child *ch)
+{
+	struct wsl_error err = { 0 };
+	int wstatus = 0, status;
+
+	if (set_child_env(reg, &outer->owner, workspace, &err) != 0 ||
+	    supervise(reg, &outer->owner, ch, nest_fd, &wstatus, &err) != 0) {
+		fsx_flock(nest_fd, LOCK_UN);
+		fsx_close(nest_fd);
+		status = output_error(c, &err);
+		wsl_error_clear(&err);
+		return status;
+	}
+	/* LOCK_UN first: a daemon the command left behind holds a copy of
+	 * the descriptor, and must not keep the outer run waiting. */
+	fsx_flock(nest_fd, LOCK_UN);
+	fsx_close(nest_fd);
+	return WIFSIGNALED(wstatus) ? 128 + WTERMSIG(wstatus) : WEXITSTATUS(wstatus);
 }

@@ -45,6 +45,19 @@ int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
 		   int live_fd, const struct child *ch);
 
 /*
+ * A run nested under outer's lock (proven by registry_find_nesting) on
+ * workspace (outer's or below it): runs ch->cmd like child_run_held,
+ * with WSLOCK_WORKSPACE set to workspace and WSLOCK_TOKEN/WSLOCK_OWNER to
+ * outer's owner, keeping nest_fd (the lock's nested file, LOCK_SH, from
+ * registry_nest_lock) open in the child, so that the outer run does not
+ * let go of the lock while the command runs, even if this wslock is
+ * killed. Unlocks and closes nest_fd. Returns the command's status
+ * (128+N for signal N), or the error's after reporting it.
+ */
+int child_run_nested(struct cli *c, struct registry *reg, const struct lock_entry *outer,
+		     const char *workspace, int nest_fd, const struct child *ch);
+
+/*
  * Remembers which descriptors above 2 the process inherited (called first
  * thing in main): they are the caller's and pass through to a command, as
  * with flock(1). Everything else above 2 is wslock's own.

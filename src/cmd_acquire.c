@@ -39,8 +39,13 @@ static int acquire_option(int id, const char *arg, void *ctx, struct wsl_error *
 	if (id == OPT_PID) {
 		if (cli_parse_long(arg, 1, WSL_PID_MAX, &a->pid) != 0)
 			return wsl_error_set(err, WSL_USAGE,
-					     "--pid takes a process id 1..%d, not '%s'",
+					     "--pid takes a process id 2..%d, not '%s'",
 					     WSL_PID_MAX, arg);
+		/* Every process descends from pid 1: in a container, where
+		 * the entrypoint is pid 1, every wslock run would nest. */
+		if (a->pid == 1)
+			return wsl_error_set(err, WSL_USAGE,
+					     "--pid 1 is refused: every process descends from pid 1, so every run would nest under the lock");
 		return 0;
 	}
 	return wsl_error_set(err, WSL_USAGE, "unexpected option");
@@ -65,6 +70,9 @@ static int acquire_main(struct cli *c, int argc, char **argv)
 				 "acquire takes one WORKSPACE");
 	if (a.pid == 0)
 		a.pid = getppid();
+	if (a.pid == 1)
+		return output_usage(c, "acquire's parent is pid 1 (an entrypoint or init), which every process descends from; name the holder with --pid");
+	a.hold.wait.holder_must_live = true;
 	if (registry_open_for(&reg, &c->reg_cfg, argv[first], false, true, ws, &err) != 0)
 		return output_error(c, &err);
 	if (owner_build(&o, ws, (pid_t)a.pid,
@@ -101,7 +109,8 @@ static int acquire_main(struct cli *c, int argc, char **argv)
 		return 128 + rc;
 	if (rc < 0) {
 		status = hold_conflict_status(&a.hold.wait, &err);
-		output_error(c, &err);
+		if (!hold_conflict_silent(c, &a.hold.wait, &err))
+			output_error(c, &err);
 		wsl_error_clear(&err);
 		return status;
 	}

@@ -208,7 +208,6 @@ static int inspect_all(struct cli *c, struct registry *reg, bool text,
 				wsl_error_set(err, WSL_OS, "out of memory");
 			return -1;
 		}
-		registry_coord_unlock(reg);
 		rows = calloc(t.n + 1, sizeof(*rows));
 		if (rows == NULL) {
 			free(t.items);
@@ -230,7 +229,6 @@ static int inspect_all(struct cli *c, struct registry *reg, bool text,
 			wsl_error_set(err, WSL_OS, "out of memory");
 		return -1;
 	}
-	registry_coord_unlock(reg);
 	out = json_object();
 	json_object_set_new(out, "locks", locks);
 	return output_json(c, out);
@@ -251,7 +249,6 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 	if (registry_get(reg, ws, true, &e, err) != 0)
 		return -1;
 	if (owner_only) {
-		registry_coord_unlock(reg);
 		out = e.has_owner ? owner_to_json(&e.owner) : json_null();
 		lock_entry_free(&e);
 		return output_json(c, out);
@@ -260,7 +257,6 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 		lock_entry_free(&e);
 		return -1;
 	}
-	registry_coord_unlock(reg);
 	if (e.state == LOCK_FREE && n == 0 && stat(ws, &st) != 0) {
 		lock_entry_free(&e);
 		registry_overlaps_free(ov, n);
@@ -344,8 +340,10 @@ static int inspect_main(struct cli *c, int argc, char **argv)
 		return output_usage(c, "--owner and --all do not go together");
 	if (a.text && a.owner_only)
 		return output_usage(c, "--owner prints the document itself; --format text does not apply");
-	if (registry_open(&reg, &c->reg_cfg, false, &err) != 0 ||
-	    registry_coord_lock(&reg, LOCK_SH, &err) != 0)
+	/* No lock on .coordination (section 5): documents are published by
+	 * rename, so inspect sees the old or the new state, and a stopped
+	 * wslock inside .coordination cannot make it hang. */
+	if (registry_open(&reg, &c->reg_cfg, false, &err) != 0)
 		return output_error(c, &err);
 	if (a.registry) {
 		rc = inspect_registry(c, &reg);

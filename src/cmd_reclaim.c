@@ -2,6 +2,7 @@
  * provably dead owners, and the garbage crashes leave. */
 #include "child.h"
 #include "cli.h"
+#include "hold.h"
 #include "output.h"
 
 #include <errno.h>
@@ -19,6 +20,7 @@ static const struct cli_option reclaim_options[] = {
 	  "also reclaim owners of unknown liveness (another host)" },
 	{ "reason", OPT_REASON, required_argument, "TEXT",
 	  "why --force is safe, recorded in the journal (required with --force)" },
+	HOLD_REGISTRY_OPTIONS,
 	CLI_FORMAT_OPTION,
 	CLI_OPT_END
 };
@@ -29,12 +31,16 @@ struct reclaim_args {
 	bool force;
 	const char *reason;
 	bool text;
+	struct hold_wait wait;	/* -w, -n: the waits for the registry */
 };
 
 static int reclaim_option(int id, const char *arg, void *ctx, struct wsl_error *err)
 {
 	struct reclaim_args *a = ctx;
+	int rc = hold_registry_option(&a->wait, id, arg, err);
 
+	if (rc != 0)
+		return rc < 0 ? -1 : 0;
 	switch (id) {
 	case OPT_FORMAT:
 		return cli_parse_format(arg, &a->text, err);
@@ -237,6 +243,22 @@ static json_t *reclaimed_json(const struct lock_entry *e, const struct child *ch
 	return item;
 }
 
+/* Whether the lock of ws is retained now (a cleanup command failed). */
+static bool left_retained(struct registry *reg, const char *ws)
+{
+	struct wsl_error err = { 0 };
+	struct lock_entry e;
+	bool r;
+
+	if (registry_get(reg, ws, false, &e, &err) != 0) {
+		wsl_error_clear(&err);
+		return false;
+	}
+	r = e.state == LOCK_RETAINED;
+	lock_entry_free(&e);
+	return r;
+}
+
 /* A candidate reclaim --yes left alone, and why. */
 static json_t *skipped_json(const struct lock_entry *e, const char *why)
 {
@@ -255,11 +277,12 @@ static int reclaim_all(struct cli *c, struct registry *reg, const struct candida
 		       const struct reclaim_args *a, struct child *ch, struct wsl_error *err)
 {
 	json_t *out = json_object(), *list = json_array(), *skipped = json_array();
+	json_t *retained = json_array();
 	size_t staging = 0, orphans = 0, i;
 	int status, exit_status = 0, rc;
 	char why[1200];
 
-	if (out == NULL || list == NULL || skipped == NULL)
+	if (out == NULL || list == NULL || skipped == NULL || retained == NULL)
 		goto oom;
 	for (i = 0; i < cands->n; i++) {
 		const struct lock_entry *e = &cands->items[i];
@@ -281,7 +304,10 @@ static int reclaim_all(struct cli *c, struct registry *reg, const struct candida
 			}
 			continue;
 		}
-		if (reclaim_one(c, reg, e, a, ch, &cmd_status, err) != 0) {
+		if (reclaim_one(c, reg, e, a, ch, &cmd_status, err) != 0 &&
+		    err->code == WSL_REGISTRY_BUSY)
+			goto fail;	/* -w/-n ran out: nothing more can be done now */
+		if (err->code != WSL_OK) {
 			/* Changed since it was read, came alive, or failed: only
 			 * a failure (not a lock that moved on) fails reclaim. */
 			if (exit_status == 0 && (a->named || (err->code != WSL_NOT_HELD &&
@@ -300,7 +326,11 @@ static int reclaim_all(struct cli *c, struct registry *reg, const struct candida
 		}
 		if (ch->cmd != NULL && cmd_status != 0 && exit_status == 0)
 			exit_status = cmd_status;
-		if (json_array_append_new(list, reclaimed_json(e, ch, cmd_status)) != 0)
+		/* A cleanup that failed left the workspace locked again,
+		 * retained for recovery: not reclaimed. */
+		if (json_array_append_new(ch->cmd != NULL && cmd_status != 0 &&
+					  left_retained(reg, e->workspace_root) ? retained : list,
+					  reclaimed_json(e, ch, cmd_status)) != 0)
 			goto oom;
 		if (c->verbose)
 			fprintf(stderr, "wslock: reclaimed %s (%s)\n", e->workspace_root, e->reason);
@@ -312,8 +342,9 @@ static int reclaim_all(struct cli *c, struct registry *reg, const struct candida
 	if (json_object_set_new(out, "action", json_string("reclaimed")) != 0)
 		goto oom;
 	rc = json_object_set_new(out, "reclaimed", list);
+	rc |= json_object_set_new(out, "retained", retained);
 	rc |= json_object_set_new(out, "skipped", skipped);
-	list = skipped = NULL;	/* out's now, or freed */
+	list = skipped = retained = NULL;	/* out's now, or freed */
 	if (rc != 0 ||
 	    json_object_set_new(out, "garbage_removed", garbage_json(staging, orphans)) != 0)
 		goto oom;
@@ -324,6 +355,7 @@ oom:
 fail:
 	json_decref(list);
 	json_decref(skipped);
+	json_decref(retained);
 	json_decref(out);
 	return -1;
 }
@@ -350,7 +382,7 @@ static int check_args(struct cli *c, const struct reclaim_args *a, int argc, int
 
 static int reclaim_main(struct cli *c, int argc, char **argv)
 {
-	struct reclaim_args a = { 0 };
+	struct reclaim_args a = { .wait = { false, -1, -1, -1, false, false } };
 	struct candidates cands = { NULL, 0, 0 };
 	struct wsl_error err = { 0 };
 	struct child ch = { 0 };
@@ -372,11 +404,12 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 	if (registry_open(&reg, &c->reg_cfg, a.yes, &err) != 0)
 		goto fail;
 	have_reg = true;
-	if (registry_coord_lock(&reg, LOCK_SH, &err) != 0 ||
-	    collect(&reg, argc, argv, first, dashdash, &cands, &err) != 0 ||
+	hold_registry_bound(&reg, &a.wait);
+	/* The preview reads without .coordination (section 5); --yes then
+	 * compares-and-swaps each candidate under it. */
+	if (collect(&reg, argc, argv, first, dashdash, &cands, &err) != 0 ||
 	    registry_garbage(&reg, false, &staging, &orphans, &err) != 0)
 		goto fail;
-	registry_coord_unlock(&reg);
 	if (!a.yes) {
 		status = a.text ? preview_text(c, &cands, &a, staging, orphans, &err) :
 			preview_json(c, &cands, &a, staging, orphans, &err);

@@ -2,6 +2,7 @@
  * take over the lock of a provably dead owner, named exactly. */
 #include "child.h"
 #include "cli.h"
+#include "hold.h"
 #include "output.h"
 #include "fsx.h"
 
@@ -24,6 +25,7 @@ static const struct cli_option recover_options[] = {
 	  "with COMMAND: if it fails, keep the lock retained again" },
 	{ "print-owner", OPT_PRINT_OWNER, no_argument, NULL,
 	  "with COMMAND: write the new owner document to stderr" },
+	HOLD_REGISTRY_OPTIONS,
 	CLI_KILL_AFTER_OPTION,
 	CLI_OPT_END
 };
@@ -35,12 +37,16 @@ struct recover_args {
 	bool retain;
 	bool print_owner;
 	long kill_after_ms;
+	struct hold_wait wait;
 };
 
 static int recover_option(int id, const char *arg, void *ctx, struct wsl_error *err)
 {
 	struct recover_args *a = ctx;
+	int rc = hold_registry_option(&a->wait, id, arg, err);
 
+	if (rc != 0)
+		return rc < 0 ? -1 : 0;
 	switch (id) {
 	case OPT_EXPECTED:
 		a->expected = arg;
@@ -64,30 +70,31 @@ static int recover_option(int id, const char *arg, void *ctx, struct wsl_error *
 	}
 }
 
-/* Reads the expected owner document (at most OWNER_DOC_MAX bytes). */
+/* Reads the expected owner document: at most LOCK_RAW_MAX bytes, so that
+ * the exact bytes of a corrupt, oversized owner.json can be given. */
 static int read_expected(const char *name, char **buf, size_t *len,
 			 struct wsl_error *err)
 {
 	ssize_t n;
 	int fd;
 
-	*buf = malloc(OWNER_DOC_MAX + 2);
+	*buf = malloc(LOCK_RAW_MAX + 2);
 	if (*buf == NULL)
 		return wsl_error_errno(err, WSL_OS, errno, "out of memory");
 	fd = strcmp(name, "-") == 0 ? STDIN_FILENO : fsx_open(name, O_RDONLY | O_NOCTTY, 0);
 	if (fd < 0)
 		return wsl_error_errno(err, WSL_INVALID_OWNER, errno,
 				       "cannot read the expected owner %s", name);
-	n = fsx_read_all(fd, *buf, OWNER_DOC_MAX + 1);
+	n = fsx_read_all(fd, *buf, LOCK_RAW_MAX + 1);
 	if (fd != STDIN_FILENO)
 		fsx_close(fd);
 	if (n < 0)
 		return wsl_error_errno(err, WSL_INVALID_OWNER, errno,
 				       "cannot read the expected owner %s", name);
-	if (n > OWNER_DOC_MAX)
+	if (n > LOCK_RAW_MAX)
 		return wsl_error_set(err, WSL_INVALID_OWNER,
 				     "the expected owner %s is larger than %d bytes",
-				     name, OWNER_DOC_MAX);
+				     name, LOCK_RAW_MAX);
 	(*buf)[n] = '\0';
 	*len = (size_t)n;
 	return 0;
@@ -95,7 +102,7 @@ static int read_expected(const char *name, char **buf, size_t *len,
 
 static int recover_main(struct cli *c, int argc, char **argv)
 {
-	struct recover_args a = { 0 };
+	struct recover_args a = { .wait = { false, -1, -1, -1, false, false } };
 	char ws[PATH_MAX], why[256], purpose[OWNER_PURPOSE_MAX + 1];
 	struct wsl_error err = { 0 };
 	struct registry_expect x = { 0 };
@@ -139,6 +146,7 @@ static int recover_main(struct cli *c, int argc, char **argv)
 			      &err) != 0)
 		goto fail;
 	have_reg = true;
+	hold_registry_bound(&reg, &a.wait);
 	if (valid && strcmp(expected.workspace_root, ws) != 0) {
 		wsl_error_set(&err, WSL_OWNER_MISMATCH,
 			      "the expected owner is of workspace %s, not of %s; nothing changed",

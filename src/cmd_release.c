@@ -1,22 +1,41 @@
 /* cmd_release.c - wslock release --token T WORKSPACE: release a lock taken
- * by acquire, only when T is its owner's token. */
+ * by acquire, only when T is its owner's token, never one whose live
+ * kernel lock is held (a running `wslock run`), and not while runs nested
+ * under it still run. */
 #include "cli.h"
+#include "hold.h"
 #include "output.h"
+#include "fsx.h"
+#include "platform.h"
 
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
+#include <time.h>
 
 static const struct cli_option release_options[] = {
 	{ "token", OPT_TOKEN, required_argument, "TOKEN",
 	  "the owner's token (from acquire's owner document); required" },
+	{ "timeout", 'w', required_argument, "SECONDS",
+	  "give up after SECONDS waiting for nested runs (WSLOCK_TIMEOUT) or the registry (WSLOCK_REGISTRY_BUSY)" },
+	{ "nonblock", 'n', no_argument, NULL,
+	  "fail at once (WSLOCK_BUSY) while runs nested under the lock still run" },
 	CLI_OPT_END
+};
+
+struct release_args {
+	const char *token;
+	struct hold_wait wait;
 };
 
 static int release_option(int id, const char *arg, void *ctx, struct wsl_error *err)
 {
-	const char **token = ctx;
+	struct release_args *a = ctx;
+	int rc = hold_registry_option(&a->wait, id, arg, err);
 
+	if (rc != 0)
+		return rc < 0 ? -1 : 0;
 	if (id != OPT_TOKEN)
 		return wsl_error_set(err, WSL_USAGE, "unexpected option");
 	if (strlen(arg) != WSL_TOKEN_HEX)
@@ -25,40 +44,106 @@ static int release_option(int id, const char *arg, void *ctx, struct wsl_error *
 	if (!crypto_hex_valid(arg, WSL_TOKEN_HEX))
 		return wsl_error_set(err, WSL_USAGE,
 				     "--token takes the 32 lowercase hex digits of an owner's token");
-	*token = arg;
+	a->token = arg;
 	return 0;
+}
+
+/* A lock whose live kernel lock is held belongs to a running `wslock run`
+ * (or its command, or recover/reclaim running a command): the token is
+ * printed everywhere, so it is no right to end that. The kernel lock on
+ * live is taken at publish and only ever dropped, so a check before the
+ * release cannot be outrun. */
+static int refuse_live(struct registry *reg, const char *ws, const char *token,
+		       struct wsl_error *err)
+{
+	struct lock_entry e;
+	int rc = 0;
+
+	if (registry_get(reg, ws, true, &e, err) != 0)
+		return -1;
+	if (e.has_owner && e.live_held && strcmp(e.owner.token, token) == 0) {
+		lockrules_error_holder(err, &e);
+		rc = wsl_error_set(err, WSL_OWNER_LIVE,
+				   "%s is held by a running wslock run (pid %ld) or its command (%s); it releases itself when the command ends; nothing released",
+				   ws, (long)e.owner.pid, e.reason);
+	}
+	lock_entry_free(&e);
+	return rc;
+}
+
+/* Takes the lock's nested file exclusively into *nfd, waiting as -w/-n say
+ * while runs nested under the lock still run. */
+static int wait_nested(struct cli *c, struct registry *reg, const char *ws,
+		       const struct release_args *a, int *nfd, struct wsl_error *err)
+{
+	long long deadline = a->wait.timeout_ms >= 0 ?
+		platform_mono_ms() + a->wait.timeout_ms : -1;
+	int rc;
+
+	rc = registry_nest_lock(reg, ws, a->token, LOCK_EX | LOCK_NB, nfd, err);
+	if (rc != NEST_LOCK_BUSY)
+		return rc < 0 ? -1 : 0;	/* GONE: release reports what is there */
+	if (a->wait.nonblock)
+		return wsl_error_set(err, WSL_BUSY,
+				     "wslock runs nested under the lock of %s are still running; nothing released",
+				     ws);
+	if (!c->quiet)
+		fprintf(stderr, "wslock: waiting for the wslock runs nested under %s to end\n", ws);
+	if (deadline < 0) {
+		rc = registry_nest_lock(reg, ws, a->token, LOCK_EX, nfd, err);
+		return rc < 0 ? -1 : 0;
+	}
+	/* flock(2) has no timeout: a bounded wait polls. */
+	for (;;) {
+		struct timespec ts = { 0, 20 * 1000 * 1000 };
+
+		rc = registry_nest_lock(reg, ws, a->token, LOCK_EX | LOCK_NB, nfd, err);
+		if (rc != NEST_LOCK_BUSY)
+			return rc < 0 ? -1 : 0;
+		if (platform_mono_ms() >= deadline)
+			return wsl_error_set(err, WSL_TIMEOUT,
+					     "timed out: wslock runs nested under the lock of %s are still running; nothing released",
+					     ws);
+		nanosleep(&ts, NULL);
+	}
 }
 
 static int release_main(struct cli *c, int argc, char **argv)
 {
+	struct release_args a = { NULL, { false, -1, -1, -1, false, false } };
 	char ws[PATH_MAX];
 	struct wsl_error err = { 0 };
-	const char *token = NULL;
 	struct registry reg;
 	struct owner o;
-	int first, status = 0;
+	int first, status = 0, nfd = -1;
 	json_t *out;
 
 	c->json_errors = true;
-	first = cli_parse(c, &cmd_release, argc, argv, release_option, &token, &status);
+	first = cli_parse(c, &cmd_release, argc, argv, release_option, &a, &status);
 	if (first < 0)
 		return status;
 	if (argc - first != 1)
 		return output_usage(c, argc - first == 0 ? "release needs a WORKSPACE" :
 				 "release takes one WORKSPACE");
-	if (token == NULL)
+	if (a.token == NULL)
 		return output_usage(c, "release needs --token TOKEN");
 	/* A workspace deleted while locked can still be released by path. */
 	ws[0] = '\0';
 	if (registry_open_for(&reg, &c->reg_cfg, argv[first], true, true, ws, &err) != 0)
 		return output_error(c, &err);
-	if (registry_release(&reg, ws, token, &o, &err) != 0) {
+	hold_registry_bound(&reg, &a.wait);
+	if (refuse_live(&reg, ws, a.token, &err) != 0 ||
+	    wait_nested(c, &reg, ws, &a, &nfd, &err) != 0 ||
+	    registry_release(&reg, ws, a.token, &o, &err) != 0) {
+		fsx_close(nfd);
 		wsl_error_detail(&err.workspace_root, ws[0] == '/' ? ws : NULL);
 		registry_close(&reg);
-		status = output_error(c, &err);
+		status = hold_conflict_status(&a.wait, &err);
+		output_error(c, &err);
 		wsl_error_clear(&err);
 		return status;
 	}
+	fsx_close(nfd);
 	registry_close(&reg);
 	if (c->verbose)
 		fprintf(stderr, "wslock: released %s\n", ws);
@@ -70,9 +155,13 @@ static int release_main(struct cli *c, int argc, char **argv)
 }
 
 const struct cli_command cmd_release = {
-	"release", release_main, "--token TOKEN WORKSPACE",
+	"release", release_main, "[-w SECONDS | -n] --token TOKEN WORKSPACE",
 	"Release the lock on WORKSPACE taken by 'wslock acquire', if TOKEN is its owner's.",
 	release_options,
 	"A lock held by another owner (taken over by recover) is never touched:\n"
-	"release then fails with WSLOCK_OWNERSHIP_LOST (78).\n",
+	"release then fails with WSLOCK_OWNERSHIP_LOST (78). The lock of a running\n"
+	"'wslock run' (its kernel lock on live is held) is never released by token:\n"
+	"WSLOCK_OWNER_LIVE (75); it releases itself when its command ends. While\n"
+	"runs nested under the lock still run, release waits for them (-n: fails\n"
+	"with WSLOCK_BUSY).\n",
 };

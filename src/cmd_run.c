@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 static const struct cli_option run_options[] = {
@@ -60,15 +61,15 @@ static int run_option(int id, const char *arg, void *ctx, struct wsl_error *err)
 static int run_main(struct cli *c, int argc, char **argv)
 {
 	struct run_args a = { .hold.wait = { false, -1, -1, -1, false } };
-	char ws[PATH_MAX], nested[PATH_MAX];
+	char ws[PATH_MAX];
+	struct lock_entry outer;
 	char purpose[OWNER_PURPOSE_MAX + 1];
 	struct wsl_error err = { 0 };
 	struct child ch = { 0 };
 	struct registry reg;
 	struct owner o;
 	sigset_t orig;
-	const char *token;
-	int dashdash, first, status = 0, rc, live_fd = -1;
+	int dashdash, first, status = 0, rc, live_fd = -1, nest_fd = -1;
 
 	c->json_errors = false;
 	dashdash = cli_split_command(argc, argv);
@@ -89,21 +90,38 @@ static int run_main(struct cli *c, int argc, char **argv)
 	if (registry_open_for(&reg, &c->reg_cfg, argv[first], false, true, ws, &err) != 0)
 		return output_error(c, &err);
 
-	/* Inside a run that holds this workspace or an ancestor: the lock is
-	 * already ours, so run the command without acquiring again. */
-	token = getenv("WSLOCK_TOKEN");
-	if (token != NULL && token[0] != '\0') {
-		rc = registry_find_token(&reg, ws, token, nested, &err);
-		if (rc < 0)
+	/* Inside the holder of this workspace or an ancestor, by proof (its
+	 * live descriptor, or descent from its holder; never by a token):
+	 * run the command without acquiring again, holding the lock's
+	 * nested file so that the outer does not let go meanwhile. */
+	rc = registry_find_nesting(&reg, ws, getpid(), &outer, &err);
+	if (rc < 0)
+		goto fail;
+	if (rc == 1) {
+		rc = registry_nest_lock(&reg, outer.workspace_root, outer.owner.token, LOCK_SH,
+					&nest_fd, &err);
+		if (rc < 0) {
+			lock_entry_free(&outer);
 			goto fail;
-		if (rc == 1) {
-			registry_close(&reg);
-			if (c->verbose)
-				fprintf(stderr, "wslock: %s is already held by the enclosing run on %s\n",
-					ws, nested);
-			child_exec(ch.cmd);
 		}
+		if (rc == 0) {
+			if (c->verbose)
+				fprintf(stderr, "wslock: %s is already held by the enclosing holder of %s\n",
+					ws, outer.workspace_root);
+			ch.sigfd = child_block_signals(&orig, &err);
+			if (ch.sigfd < 0) {
+				lock_entry_free(&outer);
+				goto fail;
+			}
+			ch.orig_mask = &orig;
+			status = child_run_nested(c, &reg, &outer, ws, nest_fd, &ch);
+			lock_entry_free(&outer);
+			registry_close(&reg);
+			return status;
+		}
+		/* The outer let go meanwhile: take the normal path. */
 	}
+	lock_entry_free(&outer);
 
 	cli_default_purpose("run:", ch.cmd, purpose);
 	if (owner_build(&o, ws, getpid(), a.hold.purpose ? a.hold.purpose : purpose,
@@ -120,7 +138,8 @@ static int run_main(struct cli *c, int argc, char **argv)
 	}
 	if (rc < 0) {
 		status = hold_conflict_status(&a.hold.wait, &err);
-		output_error(c, &err);
+		if (!hold_conflict_silent(c, &a.hold.wait, &err))
+			output_error(c, &err);
 		wsl_error_clear(&err);
 		registry_close(&reg);
 		return status;
@@ -148,8 +167,10 @@ const struct cli_command cmd_run = {
 	"Hold the lock on WORKSPACE while COMMAND runs, then release it.",
 	run_options,
 	"wslock exits with COMMAND's status (128+N if it died of signal N). COMMAND\n"
-	"gets WSLOCK_WORKSPACE, WSLOCK_TOKEN and WSLOCK_OWNER; a wslock run inside it\n"
-	"on the same workspace or below runs without locking again. stdout is\n"
+	"gets WSLOCK_WORKSPACE, WSLOCK_TOKEN and WSLOCK_OWNER. A wslock run on the same\n"
+	"workspace or below runs without locking again when it descends from the\n"
+	"holder (or holds the lock's live file): nesting by ancestry, never by token.\n"
+	"The outer waits for runs nested under it before it releases. stdout is\n"
 	"COMMAND's alone. SIGINT and SIGQUIT go to COMMAND from the terminal;\n"
 	"SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are forwarded to it. If wslock is\n"
 	"killed, the lock stays live until COMMAND ends, then needs recovery.\n",

@@ -4,6 +4,7 @@
 #include "hold.h"
 #include "cli.h"
 #include "lockrules.h"
+#include "nest.h"
 #include "output.h"
 #include "platform.h"
 
@@ -15,8 +16,52 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-/* The least time -n and -w wait for the registry's coordination lock, ms. */
-#define COORD_WAIT_MIN_MS 10000
+bool hold_conflict_silent(const struct cli *c, const struct hold_wait *w,
+			  const struct wsl_error *err)
+{
+	return c->quiet && w->conflict_exit >= 0 &&
+	       (err->code == WSL_BUSY || err->code == WSL_TIMEOUT);
+}
+
+int hold_registry_option(struct hold_wait *w, int id, const char *arg,
+			 struct wsl_error *err)
+{
+	if (id == 'w') {
+		w->timeout_ms = cli_opt_seconds("-w", arg, err);
+		return w->timeout_ms < 0 ? -1 : 1;
+	}
+	if (id == 'n') {
+		w->nonblock = true;
+		return 1;
+	}
+	return 0;
+}
+
+void hold_registry_bound(struct registry *reg, const struct hold_wait *w)
+{
+	if (w->nonblock || w->timeout_ms >= 0)
+		registry_coord_bound(reg, w->nonblock,
+				     w->timeout_ms >= 0 ? platform_mono_ms() + w->timeout_ms : -1);
+}
+
+/* True (with err) when o's holder pid is no longer the process it names:
+ * acquire --pid P must not leave a lock for a P that exited while it
+ * waited. */
+static bool holder_gone(const struct owner *o, const char *ws, struct wsl_error *err)
+{
+	unsigned long long ticks;
+	int exists = platform_pid_exists(o->pid);
+
+	if (exists == 0 ||
+	    (exists > 0 && o->has_start_ticks &&
+	     platform_pid_start_ticks(o->pid, &ticks) == 0 && ticks != o->start_ticks)) {
+		wsl_error_set(err, WSL_NOT_HELD,
+			      "the holder pid %ld exited while waiting for %s; nothing is locked",
+			      (long)o->pid, ws);
+		return true;
+	}
+	return false;
+}
 
 int hold_conflict_status(const struct hold_wait *w, const struct wsl_error *err)
 {
@@ -91,18 +136,26 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		char who[1024], subject[2 * PATH_MAX + 64], why[1200];
 		long long wait_ms;
 
-		/* -n and -w also bound the wait for the registry itself, which
-		 * is held only for the length of one change: generously (10 s
-		 * at least), so that a loaded machine does not turn a free
-		 * workspace into WSLOCK_BUSY, while a stopped wslock holding
-		 * it cannot hang -n forever. */
-		if (w->nonblock || deadline >= 0) {
-			long long floor = platform_mono_ms() + COORD_WAIT_MIN_MS;
-			dl.at_ms = !w->nonblock && deadline > floor ? deadline : floor;
-			dl.code = w->nonblock ? WSL_BUSY : WSL_TIMEOUT;
+		/* -n and -w also bound the wait for the registry itself
+		 * (WSLOCK_REGISTRY_BUSY, never a free workspace called busy;
+		 * registry_coord_bound says how long). */
+		dl.at_ms = w->nonblock ? platform_mono_ms() : deadline;
+		if (w->holder_must_live && holder_gone(o, ws, err)) {
+			rc = -1;
+			break;
 		}
 		rc = registry_try_acquire(reg, o, w->nonblock || deadline >= 0 ? &dl : NULL,
 					  live_fd, &conflict, err);
+		if (rc == ACQUIRE_DONE && w->holder_must_live && holder_gone(o, ws, err)) {
+			/* It exited between the check and the publish: give the
+			 * lock back, nobody would ever release it. */
+			struct wsl_error rerr = { 0 };
+			registry_release(reg, ws, o->token, NULL, &rerr);
+			wsl_error_clear(&rerr);
+			lock_entry_free(&conflict);
+			rc = -1;
+			break;
+		}
 		if (rc == ACQUIRE_DONE || rc < 0) {
 			lock_entry_free(&conflict);
 			break;
@@ -115,7 +168,9 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 				break;
 			continue;
 		}
-		if (lockrules_conflict_final(ws, &conflict, getenv("WSLOCK_TOKEN"), err) != 0) {
+		if (lockrules_conflict_final(ws, &conflict,
+					     nest_proven(&conflict, o->pid) == NEST_POSSESSION,
+					     err) != 0) {
 			lock_entry_free(&conflict);
 			rc = -1;
 			break;

@@ -19,6 +19,8 @@ struct hold_wait {
 	int sigfd;		/* signalfd to watch while waiting, or -1 */
 	bool reclaim_dead;	/* --reclaim-dead: take over provably dead,
 				 * non-retained owners first (journaled) */
+	bool holder_must_live;	/* acquire --pid P: fail, leaving no lock,
+				 * when P exits before the lock is held */
 };
 
 /*
@@ -27,8 +29,12 @@ struct hold_wait {
  * (a holder that dies releases nothing). Says once on stderr (unless -q)
  * whom it waits for. A conflict that waiting cannot cure fails at once:
  * WSLOCK_LOCK_CORRUPT, WSLOCK_RECOVERY_REQUIRED (dead or retained owner),
- * or WSLOCK_BUSY when the holder is the caller's own enclosing run
- * ($WSLOCK_TOKEN). Returns 0 when held; -1 with err (WSLOCK_BUSY,
+ * or WSLOCK_BUSY when the caller is inside the holder's run by possession
+ * of its live file (nest_proven), so waiting would wait for itself; never
+ * because of a token. With w->holder_must_live, fails with WSLOCK_NOT_HELD
+ * (and leaves no lock) when o's pid exits before the lock is held. -w/-n
+ * bound the waits for the registry too (WSLOCK_REGISTRY_BUSY, see
+ * registry_coord_bound). Returns 0 when held; -1 with err (WSLOCK_BUSY,
  * WSLOCK_TIMEOUT...); or a signal number > 0 when a signal arrived on
  * w->sigfd while waiting.
  */
@@ -37,5 +43,29 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 
 /* Exit status for err, with -E applied to WSLOCK_BUSY and WSLOCK_TIMEOUT. */
 int hold_conflict_status(const struct hold_wait *w, const struct wsl_error *err);
+
+/* True when err is to be reported by its exit status alone: -q with -E N
+ * for WSLOCK_BUSY and WSLOCK_TIMEOUT (the caller chose the status and
+ * asked for silence, as with flock -n -E N). */
+bool hold_conflict_silent(const struct cli *c, const struct hold_wait *w,
+			  const struct wsl_error *err);
+
+/* -w and -n for the commands that change the registry but do not wait for
+ * a workspace (release, recover, reclaim): they bound the wait for the
+ * registry's coordination lock (and release's wait for nested runs). */
+#define HOLD_REGISTRY_OPTIONS \
+	{ "timeout", 'w', required_argument, "SECONDS", \
+	  "give up waiting for the registry after SECONDS (WSLOCK_REGISTRY_BUSY)" }, \
+	{ "nonblock", 'n', no_argument, NULL, \
+	  "do not wait for a registry another wslock is changing" }
+
+/* Handles -w and -n into w: 1 when id was one of them, 0 when not, -1
+ * with a usage err for a bad value. */
+int hold_registry_option(struct hold_wait *w, int id, const char *arg,
+			 struct wsl_error *err);
+
+/* Applies w's -w/-n to reg's waits for its coordination lock, counting
+ * -w from now (registry_coord_bound). */
+void hold_registry_bound(struct registry *reg, const struct hold_wait *w);
 
 #endif

@@ -22,8 +22,7 @@ const char *liveness_name(enum liveness l)
 	}
 }
 
-/* 1 when a holder keeps the live file locked, 0 when not, -1 unknown. */
-static int live_file_held(int lockdir_fd)
+int liveness_live_held(int lockdir_fd)
 {
 	int fd, rc;
 
@@ -159,7 +158,7 @@ enum liveness liveness_probe(int lockdir_fd, const struct owner *o,
 	enum liveness verdict;
 	int held;
 
-	held = live_file_held(lockdir_fd);
+	held = liveness_live_held(lockdir_fd);
 	if (held == 1) {
 		snprintf(reason, reasonlen,
 			 "the holder's kernel lock on its live file is held (wslock run pid %ld or its command is running)",

@@ -36,6 +36,13 @@ const char *liveness_name(enum liveness l);
  *     unreadable -> live (fail closed).
  * Writes a one-line reason into reason (reasonlen bytes).
  */
+/* Step 1 alone: 1 when a holder keeps the file "live" in the lock
+ * directory lockdir_fd (-1: none) flock(2)ed, 0 when not (or there is no
+ * such file), -1 with errno when it cannot be probed. It tries a shared
+ * lock without blocking and drops it at once. Works whatever owner.json
+ * holds, so a corrupt lock of a live run is known live (section 4). */
+int liveness_live_held(int lockdir_fd);
+
 enum liveness liveness_probe(int lockdir_fd, const struct owner *o,
 			     char *reason, size_t reasonlen);
 

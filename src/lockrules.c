@@ -76,7 +76,7 @@ void lockrules_error_holder(struct wsl_error *err, const struct lock_entry *e)
 		wsl_error_detail(&err->workspace_root, e->workspace_root);
 	if (e->has_owner)
 		wsl_error_detail(&err->holder, e->raw);
-	if (e->probed && e->has_owner) {
+	if (e->probed) {	/* a corrupt lock: only when its live file is held */
 		wsl_error_detail(&err->liveness, liveness_name(e->liveness));
 		wsl_error_detail(&err->liveness_reason, e->reason);
 	}
@@ -117,7 +117,7 @@ static int unsafe_lock(const char *ws, const struct lock_entry *e, struct wsl_er
 }
 
 int lockrules_conflict_final(const char *ws, const struct lock_entry *e,
-			     const char *mine, struct wsl_error *err)
+			     bool inside, struct wsl_error *err)
 {
 	char who[1024], subject[2 * PATH_MAX + 64];
 
@@ -148,7 +148,7 @@ int lockrules_conflict_final(const char *ws, const struct lock_entry *e,
 				     "%s locked by %s, which is dead (%s); check the workspace, then 'wslock recover'",
 				     subject, who, e->reason);
 	}
-	if (mine != NULL && strcmp(mine, e->owner.token) == 0) {
+	if (inside) {
 		lockrules_error_holder(err, e);
 		return wsl_error_set(err, WSL_BUSY,
 				     "%s locked by this command's own enclosing wslock run; waiting would never end",
@@ -220,6 +220,14 @@ int lockrules_check_take_over(const char *workspace, const struct registry_expec
 		return unsafe_lock(workspace, e, err);
 	if (e->state == LOCK_CORRUPT) {
 		wsl_error_detail(&err->path, e->lock_path);
+		/* Section 4: the live lock first, even for a corrupt document. */
+		if (e->probed && e->liveness == LIVENESS_LIVE) {
+			wsl_error_detail(&err->liveness, liveness_name(e->liveness));
+			wsl_error_detail(&err->liveness_reason, e->reason);
+			return wsl_error_set(err, WSL_OWNER_LIVE,
+					     "the lock of %s is corrupt (%s) but its holder is alive (%s); a live holder is never displaced, not even with --force",
+					     workspace, e->problem, e->reason);
+		}
 		if (e->raw == NULL)
 			return wsl_error_set(err, WSL_LOCK_CORRUPT,
 					     "the lock of %s is corrupt (%s) and its document cannot be read; after checking, remove it by hand (%s)",
@@ -308,10 +316,13 @@ bool lockrules_reclaimable(const struct lock_entry *e, bool force, char *why,
 			snprintf(why, len, "corrupt (%s): only 'wslock recover --force' with its exact bytes clears it",
 				 e->problem);
 		} else {
-			/* lock_path names .../locks/KEY/owner.json: the directory
-			 * entry to remove is .../locks/KEY. */
+			/* lock_path names .../locks/KEY/owner.json (or the
+			 * directory itself when owner.json is missing): the
+			 * directory entry to remove is .../locks/KEY. */
 			size_t n = strlen(e->lock_path), suffix = strlen("/owner.json");
-			int dir_len = n > suffix ? (int)(n - suffix) : (int)n;
+			int dir_len = n > suffix && strcmp(e->lock_path + n - suffix,
+							   "/owner.json") == 0 ?
+				(int)(n - suffix) : (int)n;
 			snprintf(why, len, "corrupt (%s): its document cannot be read; after checking, remove %.*s by hand",
 				 e->problem, dir_len, e->lock_path);
 		}

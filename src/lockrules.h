@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "crypto.h"
 #include "error.h"
@@ -44,9 +45,17 @@ struct lock_entry {
 					 * lock is a symlink, foreign or group/world
 					 * accessible: WSL_UNSAFE_PATH, as for the
 					 * registry itself (DESIGN §6) */
-	bool probed;
+	bool probed;			/* liveness set; a corrupt lock is probed
+					 * only by its live file: live, or not
+					 * probed */
 	enum liveness liveness;
 	char reason[LIVENESS_REASON_MAX];
+	dev_t live_dev;			/* the lock's live file (local), or 0 */
+	ino_t live_ino;
+	bool live_held;			/* probed: its kernel lock is held (a running
+					 * `wslock run` or its command) */
+	bool nested_held;		/* probed: a nested run holds the lock's
+					 * nested file (local) */
 };
 
 /* "free", "held", "retained" or "corrupt". */
@@ -81,12 +90,13 @@ void lockrules_conflict_keep(struct lock_entry *best, struct lock_entry *cand);
  * Whether waiting can cure conflict e met while acquiring wanted
  * (canonical): 0 when it can (a live holder, or one of unknown liveness);
  * else -1 with the error and e's details: WSL_LOCK_CORRUPT (corrupt),
- * WSL_RECOVERY_REQUIRED (retained, or a dead holder), WSL_BUSY when the
- * holder's token is mine (the caller's own enclosing run, $WSLOCK_TOKEN;
- * NULL: none), since waiting for it would never end.
+ * WSL_RECOVERY_REQUIRED (retained, or a dead holder), WSL_BUSY when inside:
+ * the caller is within e's holder by proof (nest.h: it holds e's live
+ * file, so it runs inside that run's command and the run ends only after
+ * it), since waiting for it would never end. A token proves nothing.
  */
 int lockrules_conflict_final(const char *wanted, const struct lock_entry *e,
-			     const char *mine, struct wsl_error *err);
+			     bool inside, struct wsl_error *err);
 
 /* "W is", "W overlaps its ancestor A, which is" or "W overlaps its
  * descendant D, which is", for a conflict e met while acquiring wanted. */

@@ -112,9 +112,10 @@ json_t *output_entry_json(const struct lock_entry *e)
 	json_object_set_new(o, "workspace_root",
 			    e->workspace_root[0] ? json_string(e->workspace_root) : json_null());
 	json_object_set_new(o, "state", json_string(lock_state_name(e->state)));
-	json_object_set_new(o, "liveness", e->probed && e->state != LOCK_CORRUPT ?
+	/* A corrupt lock is probed only by its live file: live, or null. */
+	json_object_set_new(o, "liveness", e->probed ?
 			    json_string(liveness_name(e->liveness)) : json_null());
-	json_object_set_new(o, "liveness_reason", e->probed && e->state != LOCK_CORRUPT ?
+	json_object_set_new(o, "liveness_reason", e->probed ?
 			    json_string(e->reason) : json_null());
 	json_object_set_new(o, "owner", e->has_owner ? owner_to_json(&e->owner) : json_null());
 	if (e->state == LOCK_CORRUPT)
@@ -368,7 +369,7 @@ int output_table(const struct cli *c, const struct output_row *rows, size_t n)
 		}
 		printf("%-*s  %-8s  %-8s  %-20s  %-7s  %s\n", (int)wcol, name,
 		       lock_state_name(e->state),
-		       e->probed && e->has_owner ? liveness_name(e->liveness) : "-",
+		       e->probed ? liveness_name(e->liveness) : "-",
 		       holder, age, e->has_owner ? e->owner.purpose : "-");
 		if (note == NULL)
 			note = e->state == LOCK_CORRUPT ? e->problem :

@@ -3,12 +3,14 @@
 #include "registry_backend.h"
 #include "wspath.h"
 #include "fsx.h"
+#include "nest.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 void registry_overlaps_free(struct overlap *o, size_t n)
@@ -51,7 +53,12 @@ int registry_default_path(const char *dir, char out[PATH_MAX],
 	const char *env;
 	int n;
 
-	if (dir == NULL || dir[0] == '\0') {
+	if (dir != NULL && dir[0] == '\0')
+		/* -d "$UNSET" must not quietly mean the default registry:
+		 * two jobs would then lock in two registries. */
+		return wsl_error_set(err, WSL_USAGE,
+				     "-d/--lock-dir needs a directory, not an empty string (unset it to use the default)");
+	if (dir == NULL) {
 		env = getenv("WSLOCK_DIR");
 		if (env != NULL && env[0] != '\0') {
 			/* Relative, it would name another registry in every
@@ -168,6 +175,16 @@ int registry_coord_lock(struct registry *reg, int op, struct wsl_error *err)
 	return reg->ops->lock != NULL ? reg->ops->lock(reg, op, err) : 0;
 }
 
+void registry_coord_bound(struct registry *reg, bool nonblock, long long deadline_ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	reg->coord_bounded = nonblock || deadline_ms >= 0;
+	reg->coord_bound_ms = nonblock ?
+		(long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 : deadline_ms;
+}
+
 void registry_coord_unlock(struct registry *reg)
 {
 	if (reg->ops->unlock != NULL)
@@ -255,38 +272,46 @@ void registry_lease_lost(struct wsl_error *err, const char *workspace)
 				 workspace);
 }
 
-struct token_ctx {
+struct nesting_ctx {
 	struct registry *reg;
-	const char *token;
-	char *out;
+	pid_t from;
+	struct lock_entry *out;
 	struct wsl_error *err;
 };
 
-static int token_match(const char *ws, void *arg)
+static int nesting_match(const char *ws, void *arg)
 {
-	struct token_ctx *t = arg;
+	struct nesting_ctx *t = arg;
 	struct lock_entry e;
-	int found;
 
 	if (registry_get(t->reg, ws, false, &e, t->err) != 0)
 		return -1;
-	found = e.has_owner && strcmp(e.owner.token, t->token) == 0;
-	if (found)
-		snprintf(t->out, PATH_MAX, "%s", e.owner.workspace_root);
-	lock_entry_free(&e);
-	return found;
+	if (nest_proven(&e, t->from) == NEST_NONE) {
+		lock_entry_free(&e);
+		return 0;
+	}
+	*t->out = e;
+	return 1;
 }
 
-int registry_find_token(struct registry *reg, const char *workspace,
-			const char *token, char out[PATH_MAX],
-			struct wsl_error *err)
+int registry_find_nesting(struct registry *reg, const char *workspace, pid_t from,
+			  struct lock_entry *out, struct wsl_error *err)
 {
-	struct token_ctx t = { reg, token, out, err };
+	struct nesting_ctx t = { reg, from, out, err };
 	int rc;
 
-	rc = token_match(workspace, &t);
+	memset(out, 0, sizeof(*out));
+	out->state = LOCK_FREE;
+	rc = nesting_match(workspace, &t);
 	if (rc != 0)
 		return rc;
-	return wspath_for_each_ancestor(workspace, token_match, &t);
+	return wspath_for_each_ancestor(workspace, nesting_match, &t);
 }
 
+int registry_nest_lock(struct registry *reg, const char *workspace, const char *token,
+		       int op, int *fd, struct wsl_error *err)
+{
+	*fd = -1;
+	return reg->ops->nest_lock != NULL ?
+		reg->ops->nest_lock(reg, workspace, token, op, fd, err) : 0;
+}

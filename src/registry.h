@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "crypto.h"
 #include "error.h"
@@ -23,6 +24,14 @@
 #include "owner.h"
 
 struct registry_ops;
+
+/* An owner.json up to this size is read whole (bytes), so that one larger
+ * than OWNER_DOC_MAX (corrupt) can still be cleared by its exact bytes. */
+#define LOCK_RAW_MAX (1024 * 1024)
+
+/* The file in a lock directory that nested runs hold LOCK_SH while they
+ * run; the outer run and release take it LOCK_EX before the lock goes. */
+#define LOCK_NESTED_FILE "nested"
 
 /* Where the registry is: from -d/--lock-dir, --backend, --etcd-* and the
  * environment (WSLOCK_DIR, WSLOCK_BACKEND, WSLOCK_ETCD_ENDPOINTS). */
@@ -52,6 +61,9 @@ struct registry {
 	char path[PATH_MAX];	/* local: absolute, as given (for messages);
 				 * "" when the registry is no directory here */
 	char real[PATH_MAX];	/* local: canonical, for the disjointness check */
+	bool coord_bounded;	/* registry_coord_bound was called: every wait
+				 * for the registry itself ends by */
+	long long coord_bound_ms;	/* this CLOCK_MONOTONIC time (ms) */
 	long long fence;	/* fencing token of the lock last acquired or
 				 * taken over (etcd create revision), 0: none */
 	long long keep_deadline_ms;	/* registry_keepalive: no request may
@@ -60,12 +72,13 @@ struct registry {
 };
 
 /* How long a call may wait for the registry itself (local: its
- * coordination lock, normally held for well under a millisecond): until
- * at_ms (CLOCK_MONOTONIC, platform_mono_ms), then it fails with code
- * (WSL_BUSY or WSL_TIMEOUT). A NULL deadline waits as long as it takes. */
+ * coordination lock, normally held for well under a millisecond): the
+ * -w/-n bound at_ms (CLOCK_MONOTONIC, platform_mono_ms; -n: now), applied
+ * as registry_coord_bound says, then it fails with WSL_REGISTRY_BUSY. A
+ * NULL deadline waits as long as it takes (or as registry_coord_bound
+ * said for every call). */
 struct registry_deadline {
 	long long at_ms;
-	enum wsl_code code;
 };
 
 /*
@@ -132,6 +145,18 @@ int registry_workspace(const struct registry *reg, const char *arg,
  * .coordination, waiting for it; a read-only registry without that file
  * takes nothing. etcd: nothing, every read is one consistent revision). */
 int registry_coord_lock(struct registry *reg, int op, struct wsl_error *err);
+
+/*
+ * Bounds every later wait of reg for its coordination lock (local:
+ * .coordination) by -n (nonblock) or -w (deadline_ms, a CLOCK_MONOTONIC
+ * time in ms; -1: none). The lock is normally held for microseconds, so
+ * a bounded wait lasts up to the bound, or at least 10 s while its holder
+ * runs (a loaded machine must not make a free workspace fail), and ends at
+ * the bound when the holder is stopped (SIGSTOP, Ctrl-Z) or cannot be
+ * named. Giving up fails with WSL_REGISTRY_BUSY naming the pid that holds
+ * it (from /proc/locks, the kernel's own record). Neither: waits forever.
+ */
+void registry_coord_bound(struct registry *reg, bool nonblock, long long deadline_ms);
 
 /* Drops the coordination lock. */
 void registry_coord_unlock(struct registry *reg);
@@ -211,13 +236,35 @@ int registry_list(struct registry *reg, bool probe,
 		  struct wsl_error *err);
 
 /*
- * Finds, on workspace itself or an ancestor, a held lock whose owner token
- * is token (a nested run inside its holder's command). Returns 1 and copies
- * its workspace root to out when found, 0 when not, -1 on error.
+ * Finds, on workspace itself or an ancestor, a held lock that the process
+ * from (its own pid for run, --pid for acquire) is inside by proof
+ * (nest_proven: a descriptor of its live file, or descent from its
+ * holder). Returns 1 with the lock in *out (lock_entry_free it), 0 when
+ * there is none, -1 on error. A token proves nothing.
  */
-int registry_find_token(struct registry *reg, const char *workspace,
-			const char *token, char out[PATH_MAX],
-			struct wsl_error *err);
+int registry_find_nesting(struct registry *reg, const char *workspace, pid_t from,
+			  struct lock_entry *out, struct wsl_error *err);
+
+/* Outcome of registry_nest_lock besides 0 (taken) and -1 (error). */
+enum {
+	NEST_LOCK_BUSY = 1,	/* LOCK_NB: held the other way */
+	NEST_LOCK_GONE = 2,	/* the lock of token is not there (any more) */
+};
+
+/*
+ * Takes the nested-runs file of the lock of workspace whose owner has
+ * token (local: locks/KEY/nested, made when missing): LOCK_SH for a run
+ * nested under it, which waits while the outer release holds it and then
+ * checks the lock is still token's (NEST_LOCK_GONE when it went meanwhile:
+ * the nested run must take the normal path); LOCK_EX, or LOCK_EX|LOCK_NB
+ * (NEST_LOCK_BUSY while nested runs run), by the outer run and release
+ * before they drop the lock. *fd gets the descriptor (O_CLOEXEC; -1 on a
+ * backend without such a file, where 0 means nothing to wait for); keep
+ * it until the lock is released, then close it (a nested run: flock
+ * LOCK_UN first, so that nothing that inherited it holds it).
+ */
+int registry_nest_lock(struct registry *reg, const char *workspace, const char *token,
+		       int op, int *fd, struct wsl_error *err);
 
 /*
  * Starts watching for releases, before the first acquire attempt, so that a

@@ -43,6 +43,8 @@ struct registry_ops {
 		    struct wsl_error *err);
 	int (*keepalive)(struct registry *reg, const struct owner *o,
 			 long *next_ms, long *ttl_ms, struct wsl_error *err);
+	int (*nest_lock)(struct registry *reg, const char *workspace,
+			 const char *token, int op, int *fd, struct wsl_error *err);
 };
 
 /* The local on-disk registry (registry_local.c). */

@@ -3,13 +3,18 @@
  *
  * Layout, below the registry directory (0700, owned by the caller):
  *
- *   .coordination   flock(2)ed LOCK_EX around every mutation, LOCK_SH by
- *                   readers. A kernel lock: it dies with its holder, so a
- *                   crash never leaves the registry locked.
+ *   .coordination   flock(2)ed LOCK_EX around every mutation; readers
+ *                   (inspect, the reclaim preview, probes) never take it. A
+ *                   kernel lock: it dies with its holder, so a crash never
+ *                   leaves the registry locked; a bounded wait names its
+ *                   holder from /proc/locks (the kernel's record).
  *   locks/KEY/      one per held workspace, KEY = BLAKE2b-256 hex of the
  *                   canonical path: owner.json (0600), live (flock()ed by a
- *                   running `run` and inherited by its command), and
- *                   retained.json when kept for recovery.
+ *                   running `run` and inherited by its command), nested
+ *                   (LOCK_SH by each run nested under the lock while its
+ *                   command runs; LOCK_EX by the outer run and by release
+ *                   before they let go), and retained.json when kept for
+ *                   recovery.
  *   nest/A/KEY      an empty marker for each proper ancestor A of a held
  *                   workspace KEY; a new lock on A finds its descendants by
  *                   reading nest/A, never by scanning locks/.
@@ -39,6 +44,20 @@
  * ancestor and a descendant be held at once. A marker without its lock is
  * an orphan and is ignored.
  *
+ * Readers: every document is published or replaced by one rename, so a
+ * reader without .coordination sees a lock's old or new state; a lock
+ * directory it opened that was renamed away meanwhile (released) is not
+ * reported (still_linked).
+ *
+ * Nested runs: a run nests only by proof (nest.c). It takes nested
+ * LOCK_SH, then checks that locks/KEY is still the directory it opened and
+ * still names the proven owner's token (else it takes the normal path);
+ * the outer takes nested LOCK_EX after its command ended and keeps it over
+ * the release, so no nested run can start under a lock that is going. The
+ * shared lock is inherited by the nested run's command: a killed nested
+ * wslock does not end it. A probe that finds nested held calls the lock
+ * live whatever its owner's pid says.
+ *
  * A crash (or SIGKILL) leaves, by step:
  *  - acquire, before the rename: a staging directory in tmp/ and possibly
  *    orphan markers; the workspace is free. (reclaim removes the garbage.)
@@ -46,6 +65,11 @@
  *    dead: acquire reports WSLOCK_RECOVERY_REQUIRED until it is recovered.
  *  - release, after the rename out of locks/: the workspace is free; a
  *    release directory in tmp/ and orphan markers remain.
+ *  - an outer run, while it waits for nested runs (holding nested or
+ *    waiting for it): the lock stays; it is live while a nested run's
+ *    command keeps live or nested, then dead: recovery required. A nested
+ *    run killed at any point leaves no file; its command keeps the lock
+ *    live until it ends.
  * The coordination lock is dropped by the kernel in every case.
  *
  * Durability: a published lock must survive a power cut together with its
@@ -76,6 +100,7 @@
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -445,29 +470,113 @@ static void local_close(struct registry *reg)
 	reg->ops = NULL;
 }
 
-/* Takes the coordination lock (op LOCK_SH or LOCK_EX), waiting until dl
- * (NULL: as long as it takes). */
+/* The least time a bounded wait gives a running holder of .coordination
+ * (ms): it holds it for microseconds, but under load (valgrind, a busy CI
+ * machine) a change can take seconds. */
+#define COORD_WAIT_MIN_MS 10000
+
+/* The pid holding a flock(2) (shared or exclusive) on the file st
+ * describes, from /proc/locks: the kernel's own table, read without taking
+ * any lock ("N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE ..." with the device
+ * in hex; "->" lines are waiters). 0 when there is none, or its holder is
+ * in a pid namespace this one cannot see (the kernel hides those). */
+static long flock_holder(const struct stat *st)
+{
+	char line[256];
+	long pid = 0;
+	FILE *f;
+
+	f = fopen("/proc/locks", "re");
+	if (f == NULL)
+		return 0;
+	while (pid == 0 && fgets(line, sizeof(line), f) != NULL) {
+		char kind[16], adv[16], mode[16];
+		unsigned int maj, min;
+		unsigned long long ino;
+		long p;
+
+		if (strstr(line, "->") != NULL)
+			continue;
+		if (sscanf(line, "%*d: %15s %15s %15s %ld %x:%x:%llu", kind, adv, mode,
+			   &p, &maj, &min, &ino) != 7)
+			continue;
+		if (strcmp(kind, "FLOCK") == 0 && ino == (unsigned long long)st->st_ino &&
+		    maj == major(st->st_dev) && min == minor(st->st_dev) && p > 0)
+			pid = p;
+	}
+	fclose(f);
+	return pid;
+}
+
+/* The pid holding the coordination lock (fd), or 0 (flock_holder). */
+static long coord_holder(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 ? flock_holder(&st) : 0;
+}
+
+/* Whether pid is stopped (state T or t in /proc/PID/stat): it cannot
+ * finish what it does inside .coordination until someone continues it. */
+static bool pid_stopped(long pid)
+{
+	char path[64], buf[512];
+	const char *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	fd = fsx_open(path, O_RDONLY | O_NOCTTY, 0);
+	if (fd < 0)
+		return false;
+	n = fsx_read_all(fd, buf, sizeof(buf) - 1);
+	fsx_close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return p != NULL && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+}
+
+static int coord_busy(struct registry *reg, long holder, struct wsl_error *err)
+{
+	if (holder > 0)
+		return wsl_error_set(err, WSL_REGISTRY_BUSY,
+				     "the registry %s stayed busy: pid %ld holds %s/.coordination%s; nothing done (the workspace itself may be free)",
+				     reg->path, holder, reg->path,
+				     pid_stopped(holder) ? " and is stopped (continue it with kill -CONT, or end it)" : "");
+	return wsl_error_set(err, WSL_REGISTRY_BUSY,
+			     "the registry %s stayed busy: a process this one cannot see holds %s/.coordination; nothing done (the workspace itself may be free)",
+			     reg->path, reg->path);
+}
+
+/* Takes the coordination lock (op LOCK_SH or LOCK_EX), waiting until dl,
+ * else until the bound of registry_coord_bound, else as long as it takes.
+ * A bounded wait gives a running holder COORD_WAIT_MIN_MS at least and
+ * ends at the bound when the holder is stopped. */
 static int coord_lock(struct registry *reg, int op,
 		      const struct registry_deadline *dl, struct wsl_error *err)
 {
+	long long first = -1, bound;
+
 	if (loc(reg)->coord_fd < 0) {
 		if (op == LOCK_EX)
 			return wsl_error_set(err, WSL_INTERNAL,
 					     "registry %s was opened read-only", reg->path);
 		return 0;
 	}
-	if (dl == NULL) {
+	if (dl == NULL && !reg->coord_bounded) {
 		if (fsx_flock(loc(reg)->coord_fd, op) != 0)
 			return wsl_error_errno(err, WSL_IO, errno,
 					       "cannot lock %s/.coordination", reg->path);
 		loc(reg)->coord_held = op;
 		return 0;
 	}
-	/* A bounded wait (-n, -w): the lock is normally held for well under
-	 * a millisecond, but a stopped or slow wslock must not stretch it. */
-	for (long wait_us = 500;; wait_us = wait_us < 20000 ? wait_us * 2 : wait_us) {
+	bound = dl != NULL ? dl->at_ms : reg->coord_bound_ms;
+	for (long wait_us = 200;; wait_us = wait_us < 20000 ? wait_us * 2 : wait_us) {
 		struct timespec ts;
 		long long now;
+		long holder;
 
 		if (fsx_flock(loc(reg)->coord_fd, op | LOCK_NB) == 0) {
 			loc(reg)->coord_held = op;
@@ -477,10 +586,14 @@ static int coord_lock(struct registry *reg, int op,
 			return wsl_error_errno(err, WSL_IO, errno,
 					       "cannot lock %s/.coordination", reg->path);
 		now = platform_mono_ms();
-		if (now >= dl->at_ms)
-			return wsl_error_set(err, dl->code,
-					     "the registry %s stayed busy: another wslock holds %s/.coordination",
-					     reg->path, reg->path);
+		if (first < 0)
+			first = now;
+		if (now >= bound) {
+			holder = coord_holder(loc(reg)->coord_fd);
+			if ((holder > 0 && pid_stopped(holder)) ||
+			    now >= first + COORD_WAIT_MIN_MS)
+				return coord_busy(reg, holder, err);
+		}
 		ts.tv_sec = 0;
 		ts.tv_nsec = wait_us * 1000;
 		nanosleep(&ts, NULL);
@@ -535,6 +648,55 @@ static void set_corrupt_err(struct lock_entry *e, const struct wsl_error *why)
 	e->unsafe = why->code == WSL_UNSAFE_PATH;
 }
 
+/* Whether the directory fd is still the lock directory locks/key. */
+static bool still_linked(const struct registry *reg, const char *key, int fd)
+{
+	struct stat a, b;
+
+	if (fstat(fd, &a) != 0 || fstatat(loc(reg)->locks_fd, key, &b, AT_SYMLINK_NOFOLLOW) != 0)
+		return false;
+	return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* A nested run under the lock in directory fd holds its nested file
+ * (LOCK_SH): then the lock is live whatever its owner's pid says (an
+ * acquire holder that exited while a run nested under it still runs).
+ * Asked of /proc/locks, so that a probe takes no lock that could make a
+ * nested run or the outer's release wait. */
+static void probe_nested(int fd, struct lock_entry *e)
+{
+	struct stat st;
+	long pid;
+
+	if (e->liveness == LIVENESS_LIVE ||
+	    fstatat(fd, LOCK_NESTED_FILE, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+	    !S_ISREG(st.st_mode))
+		return;
+	pid = flock_holder(&st);
+	if (pid <= 0)
+		return;
+	e->nested_held = true;
+	e->liveness = LIVENESS_LIVE;
+	snprintf(e->reason, sizeof(e->reason),
+		 "a wslock run nested under this lock is still running (pid %ld holds the lock's nested file)",
+		 pid);
+}
+
+/* A corrupt lock is live when its live file's kernel lock is held: the
+ * document is unreadable, the run behind it is not (section 4). Only the
+ * kernel lock counts here: a live file that cannot be probed (a planted
+ * symlink) must not make a corrupt lock impossible to clear. */
+static void probe_corrupt(int fd, struct lock_entry *e)
+{
+	if (liveness_live_held(fd) != 1)
+		return;
+	e->live_held = true;
+	e->probed = true;
+	e->liveness = LIVENESS_LIVE;
+	snprintf(e->reason, sizeof(e->reason),
+		 "the holder's kernel lock on its live file is held (a wslock run or its command is running), although owner.json is corrupt");
+}
+
 static int local_get_key(struct registry *reg, const char *key, bool probe,
 			 struct lock_entry *e, struct wsl_error *err)
 {
@@ -568,21 +730,31 @@ static int local_get_key(struct registry *reg, const char *key, bool probe,
 		*err = local;
 		return -1;
 	}
+	{
+		struct stat st;
+		if (fstatat(fd, "live", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
+			e->live_dev = st.st_dev;
+			e->live_ino = st.st_ino;
+		}
+	}
 	if (!key_valid(key)) {
 		set_corrupt(e, "the lock directory's name is not a registry key");
 		goto done;
 	}
-	if (fsx_read_file_checked(fd, "owner.json", e->lock_path, OWNER_DOC_MAX,
+	if (fsx_read_file_checked(fd, "owner.json", e->lock_path, LOCK_RAW_MAX,
 				  &e->raw, &e->raw_len, &local) != 0) {
 		if (local.code == WSL_IO && local.sys_errno != ENOENT) {
 			*err = local;
 			fsx_close(fd);
 			return -1;
 		}
-		if (local.sys_errno == ENOENT)
+		if (local.sys_errno == ENOENT) {
+			/* The directory, not a file in it, is what to remove. */
 			set_corrupt(e, "the lock directory has no owner.json");
-		else
+			snprintf(e->lock_path, sizeof(e->lock_path), "%s", dirpath);
+		} else {
 			set_corrupt_err(e, &local);
+		}
 		wsl_error_clear(&local);
 		goto done;
 	}
@@ -616,10 +788,21 @@ static int local_get_key(struct registry *reg, const char *key, bool probe,
 	}
 	wsl_error_clear(&local);
 	if (probe) {
+		e->live_held = liveness_live_held(fd) == 1;
 		e->liveness = liveness_probe(fd, &e->owner, e->reason, sizeof(e->reason));
 		e->probed = true;
+		probe_nested(fd, e);
 	}
 done:
+	if (probe && e->state == LOCK_CORRUPT)
+		probe_corrupt(fd, e);
+	/* Read without the coordination lock (inspect, the reclaim preview):
+	 * a lock released meanwhile was renamed away from locks/KEY, and what
+	 * was read from it is not a lock any more. */
+	if (loc(reg)->coord_held == 0 && !still_linked(reg, key, fd)) {
+		lock_entry_free(e);
+		snprintf(e->key, sizeof(e->key), "%s", key);
+	}
 	fsx_close(fd);
 	return 0;
 }
@@ -1068,6 +1251,16 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 	if (live_fd != NULL && fsx_flock(lfd, LOCK_EX | LOCK_NB) != 0) {
 		wsl_error_errno(err, WSL_IO, errno, "cannot lock %s/live", path);
 		goto fail;
+	}
+	{
+		/* Nested runs hold it shared (registry_nest_lock). */
+		int nfd = fsx_openat(sfd, LOCK_NESTED_FILE, O_RDWR | O_CREAT | O_EXCL, 0600);
+		if (nfd < 0) {
+			wsl_error_errno(err, WSL_IO, errno, "cannot create %s/%s", path,
+					LOCK_NESTED_FILE);
+			goto fail;
+		}
+		fsx_close(nfd);
 	}
 	CRASH_POINT("acquire:staged");
 	if (sync_before_commit(reg, sfd) != 0) {
@@ -1714,6 +1907,70 @@ out:
 	return rc;
 }
 
+static int local_nest_lock(struct registry *reg, const char *workspace,
+			   const char *token, int op, int *fd, struct wsl_error *err)
+{
+	char key[WSL_KEY_HEX + 1], dirpath[PATH_MAX], path[PATH_MAX];
+	struct wsl_error local = { 0 };
+	struct lock_entry e;
+	struct stat st;
+	int lfd, nfd, rc;
+
+	*fd = -1;
+	if (loc(reg)->locks_fd < 0)
+		return NEST_LOCK_GONE;
+	crypto_path_key(workspace, key);
+	if (path_join(dirpath, reg->path, "locks", err) != 0 ||
+	    path_join(dirpath, dirpath, key, err) != 0 ||
+	    path_join(path, dirpath, LOCK_NESTED_FILE, err) != 0)
+		return -1;
+	lfd = fsx_open_dir_checked(loc(reg)->locks_fd, key, dirpath, false, &local);
+	if (lfd < 0) {
+		if (local.code == WSL_IO && local.sys_errno == ENOENT) {
+			wsl_error_clear(&local);
+			return NEST_LOCK_GONE;
+		}
+		*err = local;
+		return -1;
+	}
+	/* Made at publish; a lock published by 0.1 gets it on first use. */
+	nfd = fsx_openat(lfd, LOCK_NESTED_FILE, O_RDONLY | O_CREAT | O_NONBLOCK | O_NOCTTY, 0600);
+	if (nfd < 0 || fstat(nfd, &st) != 0 || fsx_check_private(&st, S_IFREG, path, err) != 0) {
+		if (err->code == WSL_OK)
+			wsl_error_errno(err, WSL_IO, errno, "cannot open %s", path);
+		fsx_close(nfd);
+		fsx_close(lfd);
+		return -1;
+	}
+	if (fsx_flock(nfd, op) != 0) {
+		rc = errno == EWOULDBLOCK ? NEST_LOCK_BUSY :
+			wsl_error_errno(err, WSL_IO, errno, "cannot lock %s", path);
+		fsx_close(nfd);
+		fsx_close(lfd);
+		return rc;
+	}
+	/* The lock may have been released, or taken over, before we held
+	 * it: then this file protects nothing. */
+	rc = 0;
+	if (!still_linked(reg, key, lfd)) {
+		rc = NEST_LOCK_GONE;
+	} else if (local_get_key(reg, key, false, &e, err) != 0) {
+		rc = -1;
+	} else {
+		if (!e.has_owner || strcmp(e.owner.token, token) != 0)
+			rc = NEST_LOCK_GONE;
+		lock_entry_free(&e);
+	}
+	fsx_close(lfd);
+	if (rc != 0) {
+		fsx_flock(nfd, LOCK_UN);
+		fsx_close(nfd);
+		return rc;
+	}
+	*fd = nfd;
+	return 0;
+}
+
 const struct registry_ops registry_local_ops = {
 	.name = "local",
 	.close = local_close,
@@ -1730,4 +1987,5 @@ const struct registry_ops registry_local_ops = {
 	.wait_prepare = local_wait_prepare,
 	.wait = local_wait,
 	.keepalive = NULL,
+	.nest_lock = local_nest_lock,
 };

@@ -63,14 +63,17 @@ load helpers
 
 @test "acquired lock shows held/live in inspect and blocks run -n and acquire -n (75 WSLOCK_BUSY)" {
 	mkws a
-	acquire_as $$ "$(W a)"
+	# Held for a process this test does not descend from (a descendant
+	# of the holder would nest: DESIGN.md section 2).
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
 	inspect_json "$(W a)"
 	jq_ok '.state == "held" and .liveness == "live"' "$INSPECT"
 	jq -e --argjson o "$OWNER" '.owner == $o' <<<"$INSPECT" >/dev/null || fail "owner differs: $INSPECT"
 
 	run -75 --separate-stderr wsl acquire -n --pid $$ "$(W a)"
 	assert_json_error WSLOCK_BUSY
-	[[ $stderr == *"$$"* ]] || fail "stderr does not name the holder pid $$: $stderr"
+	[[ $stderr == *"$SLEEPER_PID"* ]] || fail "stderr does not name the holder pid $SLEEPER_PID: $stderr"
 
 	run -75 --separate-stderr wsl run -n "$(W a)" -- echo SHOULD-NOT-RUN
 	assert_run_error WSLOCK_BUSY

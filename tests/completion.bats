@@ -120,15 +120,17 @@ help_long_options() {
 	comp wslock acquire --
 	has --pid --timeout --nonblock --conflict-exit-code --operation-id --purpose --reclaim-dead --pretty
 	hasnt --token --print-owner
+	# release, recover and reclaim take -w/-n too (they bound the wait
+	# for the registry), but not acquire's other options.
 	comp wslock release --
-	has --token --pretty --quiet --verbose
-	hasnt --timeout --pid
+	has --token --timeout --nonblock --pretty --quiet --verbose
+	hasnt --pid --conflict-exit-code
 	comp wslock recover --
-	has --expected-owner --force --reason --retain-on-failure --print-owner --pretty
-	hasnt --timeout --yes
+	has --expected-owner --force --reason --retain-on-failure --print-owner --timeout --nonblock --pretty
+	hasnt --yes --conflict-exit-code
 	comp wslock reclaim --
-	has --yes --force --reason --pretty
-	hasnt --expected-owner --timeout
+	has --yes --force --reason --timeout --nonblock --pretty
+	hasnt --expected-owner --conflict-exit-code
 	comp wslock -d /tmp reclaim --y
 	only --yes
 }

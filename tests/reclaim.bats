@@ -170,7 +170,8 @@ populate() {
 	mkws a
 	dead_acquired "$(W a)"
 	run -4 --separate-stderr wsl reclaim --yes -- sh -c 'exit 4'
-	jq_ok '(.reclaimed | length) == 1 and .reclaimed[0].command_status == 4'
+	# Listed as retained (the cleanup failed), not as reclaimed.
+	jq_ok '.reclaimed == [] and (.retained | length) == 1 and .retained[0].command_status == 4'
 	inspect_json "$(W a)"
 	# A failed cleanup leaves a half-clean workspace: it stays locked.
 	jq_ok '.state == "retained" and .retained.exit_status == 4' "$INSPECT"

@@ -170,7 +170,9 @@ load helpers
 	mkws a b/sub
 	hold "$(W a)"
 	tok=$(wsl inspect --owner "$(W a)" | jq -r .token)
-	acquire_as $$ "$(W b)"
+	# b's holder is not an ancestor of this test (that would nest).
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W b)"
 	# The token of a's holder is no key to b or its subdirectories.
 	WSLOCK_TOKEN=$tok run -75 --separate-stderr wsl run -n "$(W b/sub)" -- echo SHOULD-NOT-RUN
 	assert_run_error WSLOCK_BUSY

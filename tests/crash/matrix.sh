@@ -56,10 +56,11 @@ fi
 ACQ="acquire:staged acquire:staging-synced acquire:markers-written acquire:published acquire:dir-synced"
 REL="release:renamed release:markers-removed"
 TAKE="journal:opened takeover:journaled takeover:owner-staged takeover:live-replaced takeover:owner-replaced takeover:retained-dropped"
-COLS=(acquire run release recover recover_cmd reclaim run_retain acquire_reclaim recover_retained recover_corrupt)
+COLS=(acquire run run_nested release recover recover_cmd reclaim run_retain acquire_reclaim recover_retained recover_corrupt)
 declare -A HEAD=(
 	[acquire]="acquire"
 	[run]="run"
+	[run_nested]="run(nested)"
 	[release]="release"
 	[recover]="recover"
 	[recover_cmd]="recover--CMD"
@@ -72,6 +73,7 @@ declare -A HEAD=(
 declare -A EXPECT=(
 	[acquire]="$ACQ"
 	[run]="$ACQ $REL"
+	[run_nested]="$ACQ $REL"
 	[release]="$REL"
 	[recover]="$TAKE $REL"
 	[recover_cmd]="$TAKE $REL"
@@ -176,6 +178,12 @@ crash_run() {
 		cmd=(acquire --pid "$HOLDER" "$WS")
 		;;
 	run) cmd=(run "$WS" -- true) ;;
+	run_nested)
+		# A run nested under the crashing one, in the background: the
+		# outer waits for it before its release steps.
+		cmd=(run "$WS" -- sh -c '"$0" run -n "$1" -- true </dev/null >/dev/null 2>&1 & exit 0' \
+			"$WSLOCK" "$CHILD")
+		;;
 	release)
 		start_sleeper
 		HOLDER=$SLEEPER

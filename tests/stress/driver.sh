@@ -7,6 +7,8 @@
 #
 # Operations (picked by a seeded $RANDOM per contender):
 #   run            wslock run -w W WS -- hold                   0 | 69 | 75
+#   nested         wslock run -w W WS -- sh -c 'wslock run -n WS -- hold &'
+#                  (the outer waits for its nested run)          0 | 69 | 75
 #   run-fail       wslock run --retain-on-failure ... exit 3     3 | 69 | 75
 #   acquire        acquire --pid $BASHPID; hold; release         0 | 69 | 75, release 0
 #   abandon        acquire for a subshell that then dies          0 | 69 | 75 (leaves a dead owner)
@@ -109,7 +111,16 @@ contender() {
 		ws=${WSS[$((RANDOM % ${#WSS[@]}))]}
 		arg=$(spelled "$ws")
 		tag=$id.$j
-		if ((r < 30)); then
+		if ((r >= 24 && r < 30)); then
+			# The work is done by a run nested under the outer one, in
+			# the background: the outer must not let go before it ends.
+			kind=nested
+			wsl run -q -w "$WAIT" "$ws" -- sh -c '
+				"$0" run -q -n "$1" -- "$2" hold "$3" "$1" "$4" "$5" </dev/null >/dev/null &
+				exit 0' "$W" "$ws" "$STAMP" "$log" "$tag" "$HOLD_MS" \
+				</dev/null >/dev/null 2>>"$S/logs/$id.err"
+			st=$?
+		elif ((r < 30)); then
 			kind=run
 			wsl run -q -w "$WAIT" "$arg" -- "$STAMP" hold "$log" "$ws" "$tag" "$HOLD_MS" \
 				</dev/null >/dev/null 2>>"$S/logs/$id.err"

@@ -1,0 +1,108 @@
+#!/usr/bin/env bats
+# The registry never freezes (issue 12.5, DESIGN.md section 5): readers take
+# no lock on .coordination; every wait for it is bounded by -w/-n and ends
+# with WSLOCK_REGISTRY_BUSY naming the pid that holds it, never with a
+# workspace called busy that is free.
+
+load helpers
+
+# stop_coordinator: a process that holds .coordination exclusively and is
+# then stopped (as a wslock suspended with Ctrl-Z inside it would be). Sets
+# COORD_PID.
+stop_coordinator() {
+	mkws .init
+	wsl acquire --pid $$ "$(W .init)" >/dev/null || fail "cannot create the registry"
+	# -F: flock execs the command itself, so the pid /proc/locks shows is
+	# the one that holds the lock, and ending it ends the lock.
+	flock -F -x "$WSLOCK_DIR/.coordination" sleep 300 </dev/null >/dev/null 2>&1 3>&- &
+	COORD_PID=$!
+	track_pid $COORD_PID
+	wait_for "! flock -n -s '$WSLOCK_DIR/.coordination' true" 10
+	kill -STOP $COORD_PID
+}
+
+teardown_coordinator() {
+	kill -TERM "$COORD_PID" 2>/dev/null || true
+	kill -CONT "$COORD_PID" 2>/dev/null || true
+	wait_exit "$COORD_PID" 10
+}
+
+local_setup() { COORD_PID=; }
+
+# bounded CMD...: the command, killed (status 124) if it hangs.
+bounded() { timeout -k 5 30 "$@"; }
+
+@test "issue 12.5: inspect, inspect --all and the reclaim preview finish while a stopped process holds .coordination" {
+	mkws a
+	hold "$(W a)"
+	stop_coordinator
+	run -0 --separate-stderr bounded "$WSLOCK" inspect "$(W a)"
+	jq_ok '.state == "held" and .liveness == "live"'
+	run -0 --separate-stderr bounded "$WSLOCK" inspect --all
+	jq_ok '[.locks[].state] | length == 2'
+	run -0 --separate-stderr bounded "$WSLOCK" inspect --owner "$(W a)"
+	jq_ok '.token | length == 32'
+	run -0 --separate-stderr bounded "$WSLOCK" reclaim
+	jq_ok '.action == "preview"'
+	run -0 --separate-stderr bounded "$WSLOCK" inspect --format text --all
+	teardown_coordinator
+}
+
+@test "issue 12.5: run -n and acquire -n on a free workspace give WSLOCK_REGISTRY_BUSY naming the pid, never WSLOCK_BUSY" {
+	mkws a
+	stop_coordinator
+	run -75 --separate-stderr bounded "$WSLOCK" run -n "$(W a)" -- echo SHOULD-NOT-RUN
+	assert_run_error WSLOCK_REGISTRY_BUSY
+	[[ $stderr == *"pid $COORD_PID"* ]] || fail "the holder's pid is not named: $stderr"
+	[[ $stderr != *WSLOCK_BUSY* ]] || fail "a free workspace was called busy: $stderr"
+	run -75 --separate-stderr bounded "$WSLOCK" acquire -n --pid $$ "$(W a)"
+	assert_json_error WSLOCK_REGISTRY_BUSY
+	[[ $stderr == *"pid $COORD_PID"* ]] || fail "the holder's pid is not named: $stderr"
+	run -75 --separate-stderr bounded "$WSLOCK" run -w 0.5 "$(W a)" -- echo SHOULD-NOT-RUN
+	assert_run_error WSLOCK_REGISTRY_BUSY
+	teardown_coordinator
+	run -0 --separate-stderr bounded "$WSLOCK" run -n "$(W a)" -- echo ran
+	[ "$output" = ran ]
+}
+
+@test "issue 12.5: -E applies to a busy workspace, not to a busy registry" {
+	mkws a
+	stop_coordinator
+	run -75 --separate-stderr bounded "$WSLOCK" run -n -E 3 "$(W a)" -- echo SHOULD-NOT-RUN
+	assert_run_error WSLOCK_REGISTRY_BUSY
+	teardown_coordinator
+}
+
+@test "issue 12.5: release, recover and reclaim --yes accept -n and -w and give WSLOCK_REGISTRY_BUSY" {
+	mkws a b
+	acquire_as $$ "$(W a)"
+	tok=$(json_get .token "$OWNER")
+	dead_acquired "$(W b)"
+	printf '%s' "$DEAD_OWNER" >"$BATS_TEST_TMPDIR/b.json"
+	stop_coordinator
+	for opt in -n "-w 0.5"; do
+		# shellcheck disable=SC2086
+		run -75 --separate-stderr bounded "$WSLOCK" release $opt --token "$tok" "$(W a)"
+		assert_json_error WSLOCK_REGISTRY_BUSY
+		[[ $stderr == *"pid $COORD_PID"* ]] || fail "release $opt: pid not named: $stderr"
+		# shellcheck disable=SC2086
+		run -75 --separate-stderr bounded "$WSLOCK" recover $opt --expected-owner "$BATS_TEST_TMPDIR/b.json" "$(W b)"
+		assert_json_error WSLOCK_REGISTRY_BUSY
+		# shellcheck disable=SC2086
+		run -75 --separate-stderr bounded "$WSLOCK" reclaim --yes $opt
+		assert_json_error WSLOCK_REGISTRY_BUSY
+	done
+	teardown_coordinator
+	run -0 --separate-stderr bounded "$WSLOCK" release -n --token "$tok" "$(W a)"
+	run -0 --separate-stderr bounded "$WSLOCK" recover -w 5 --expected-owner "$BATS_TEST_TMPDIR/b.json" "$(W b)"
+	run -0 --separate-stderr bounded "$WSLOCK" reclaim --yes -n
+}
+
+@test "issue 12.5: run -n on a free workspace succeeds while another workspace is held (the registry wait stays short and free is free)" {
+	mkws a b
+	hold "$(W a)"
+	for _ in 1 2 3 4 5; do
+		run -0 --separate-stderr bounded "$WSLOCK" run -n "$(W b)" -- echo ran
+		[ "$output" = ran ] || fail "stdout '$output' stderr '$stderr'"
+	done
+}

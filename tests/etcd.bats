@@ -490,7 +490,10 @@ shape() {
 	mkws a
 	local key doc lease
 	key="/wslock/lock$(canon "$(W a)")"
-	run --separate-stderr wsl acquire --pid $$ "$(W a)"
+	# Held for a process this test does not descend from (a run from a
+	# descendant of the holder would nest).
+	start_sleeper
+	run --separate-stderr wsl acquire --pid "$SLEEPER_PID" "$(W a)"
 	[ "$status" -eq 0 ]
 	doc=$(ectl get "$key" --print-value-only)
 	ectl del "$key" >/dev/null

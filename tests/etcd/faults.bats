@@ -380,3 +380,17 @@ contend_until() {
 @test "faults: storm: contended sections while etcd is paused" {
 	storm etcd
 }
+
+@test "faults: finding 8: an endpoint that accepts connections but never answers is passed over (--etcd-timeout)" {
+	"$PROXY" pause "$BATS_TEST_TMPDIR" A
+	# A's proxy still accepts TCP (the kernel does) but answers nothing.
+	run on hostA "$PA,$PB" timeout -s KILL 30 "$WSLOCK" run --etcd-timeout 1 --lease-ttl $TTL \
+		"$WS" -- "$SECTION" "$FX" once
+	[ "$status" -eq 0 ]
+	[ "$(wc -l <"$FX/sections")" -eq 1 ]
+	run on hostA "$PA,$PB" timeout -s KILL 30 "$WSLOCK" inspect --etcd-timeout 1 "$WS"
+	[ "$status" -eq 0 ]
+	jq_ok '.state == "free"'
+	"$PROXY" resume "$BATS_TEST_TMPDIR" A
+	no_violations
+}

@@ -138,7 +138,8 @@ assert_retained() {
 	run -0 --separate-stderr wsl reclaim --yes
 	jq_ok '.reclaimed == []'
 	jq_ok "[.skipped[].workspace_root] == [\"$(canon "$(W a)")\"]"
-	run -0 --separate-stderr wsl reclaim --yes --force --reason "clean everything" "$(W a)"
+	# Named, and not reclaimed: reclaim says so with the reason's status.
+	run -69 --separate-stderr wsl reclaim --yes --force --reason "clean everything" "$(W a)"
 	jq_ok '.reclaimed == []'
 	assert_same_snapshot "$before" "$(registry_snapshot)"
 	inspect_json "$(W a)"

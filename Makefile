@@ -80,9 +80,11 @@ unit: $(UNIT)
 # etcd when etcd is installed; tests/run-bats.sh fails a CI run (CI=true)
 # on any skipped test that tests/skips.allowed does not justify.
 # BATS_FLAGS passes options to bats (make check BATS_FLAGS=-T: per-test times).
+# CHECK_BATS: the bats files or directories to run (default: all of tests/).
+CHECK_BATS ?= tests/
 check: wslock wslock-test $(UNIT)
 	tests/unit/run.sh $(addprefix ./,$(UNIT))
-	tests/run-bats.sh $(BATS_FLAGS) tests/
+	tests/run-bats.sh $(BATS_FLAGS) $(CHECK_BATS)
 
 # The etcd client against a real single node and a three-node cluster
 # (Debian's etcd-server); tests/etcd.bats, part of check, covers the backend.

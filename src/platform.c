@@ -36,13 +36,17 @@ bool platform_boot_id_valid(const char *s)
 	return true;
 }
 
-int platform_boot_id(char out[WSL_BOOT_ID_LEN + 1])
+/* Reads a one-line identifier file (boot_id, machine-id) into out (len
+ * characters and a NUL), after valid() accepts it; -1 with errno (EINVAL:
+ * not a valid identifier). */
+static int read_id_file(const char *path, bool (*valid)(const char *),
+			char *out, size_t len)
 {
 	char buf[64];
 	ssize_t n;
 	int fd;
 
-	fd = fsx_open("/proc/sys/kernel/random/boot_id", O_RDONLY, 0);
+	fd = fsx_open(path, O_RDONLY, 0);
 	if (fd < 0)
 		return -1;
 	n = fsx_read_all(fd, buf, sizeof(buf) - 1);
@@ -52,12 +56,18 @@ int platform_boot_id(char out[WSL_BOOT_ID_LEN + 1])
 	buf[n] = '\0';
 	if (n > 0 && buf[n - 1] == '\n')
 		buf[n - 1] = '\0';
-	if (!platform_boot_id_valid(buf)) {
+	if (!valid(buf)) {
 		errno = EINVAL;
 		return -1;
 	}
-	memcpy(out, buf, WSL_BOOT_ID_LEN + 1);
+	memcpy(out, buf, len + 1);
 	return 0;
+}
+
+int platform_boot_id(char out[WSL_BOOT_ID_LEN + 1])
+{
+	return read_id_file("/proc/sys/kernel/random/boot_id",
+			    platform_boot_id_valid, out, WSL_BOOT_ID_LEN);
 }
 
 bool platform_machine_id_valid(const char *s)
@@ -68,26 +78,8 @@ bool platform_machine_id_valid(const char *s)
 
 int platform_machine_id(char out[WSL_MACHINE_ID_LEN + 1])
 {
-	char buf[64];
-	ssize_t n;
-	int fd;
-
-	fd = fsx_open("/etc/machine-id", O_RDONLY, 0);
-	if (fd < 0)
-		return -1;
-	n = fsx_read_all(fd, buf, sizeof(buf) - 1);
-	fsx_close(fd);
-	if (n < 0)
-		return -1;
-	buf[n] = '\0';
-	if (n > 0 && buf[n - 1] == '\n')
-		buf[n - 1] = '\0';
-	if (!platform_machine_id_valid(buf)) {
-		errno = EINVAL;
-		return -1;
-	}
-	memcpy(out, buf, WSL_MACHINE_ID_LEN + 1);
-	return 0;
+	return read_id_file("/etc/machine-id", platform_machine_id_valid, out,
+			    WSL_MACHINE_ID_LEN);
 }
 
 bool platform_pid_namespace_valid(const char *s)

@@ -5,26 +5,12 @@
 
 load helpers
 
-CLUSTER=$BATS_TEST_DIRNAME/etcd/cluster.sh
-
 setup_file() {
-	if ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; then
-		export WSL_ETCD_MISSING=1
-		return 0
-	fi
-	export WSL_ETCD_DIR=$BATS_FILE_TMPDIR/etcd1
-	WSL_ETCD_EP=$("$CLUSTER" start "$WSL_ETCD_DIR")
-	export WSL_ETCD_EP
+	etcd_setup_file
 }
 
 teardown_file() {
-	if [ -n "${WSL_ETCD_DIR:-}" ]; then "$CLUSTER" stop "$WSL_ETCD_DIR"; fi
-	return 0
-}
-
-need_etcd() {
-	[ -z "${WSL_ETCD_MISSING:-}" ] ||
-		skip "etcd is not installed (apt-get install etcd-server etcd-client)"
+	etcd_teardown_file
 }
 
 @test "-q before the subcommand: inspect succeeds and prints what 'inspect -q' prints" {

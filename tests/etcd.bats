@@ -13,24 +13,17 @@ load helpers
 CLUSTER=$BATS_TEST_DIRNAME/etcd/cluster.sh
 
 setup_file() {
-	if ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; then
-		export WSL_ETCD_MISSING=1
-		return 0
-	fi
-	export WSL_ETCD_DIR=$BATS_FILE_TMPDIR/etcd1
-	WSL_ETCD_EP=$("$CLUSTER" start "$WSL_ETCD_DIR")
-	export WSL_ETCD_EP
+	etcd_setup_file
 }
 
 teardown_file() {
-	if [ -n "${WSL_ETCD_DIR:-}" ]; then "$CLUSTER" stop "$WSL_ETCD_DIR"; fi
+	etcd_teardown_file
 	if [ -d "$BATS_FILE_TMPDIR/etcd3" ]; then "$CLUSTER" stop "$BATS_FILE_TMPDIR/etcd3"; fi
 	return 0
 }
 
 local_setup() {
-	[ -z "${WSL_ETCD_MISSING:-}" ] ||
-		skip "etcd is not installed (apt-get install etcd-server etcd-client)"
+	need_etcd
 	export WSLOCK_BACKEND=etcd WSLOCK_ETCD_ENDPOINTS=$WSL_ETCD_EP ETCDCTL_API=3
 }
 

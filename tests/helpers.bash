@@ -307,3 +307,29 @@ dead_acquired() {
 	wait_exit "$p" 10 2>/dev/null
 	DEAD_OWNER=$OWNER
 }
+
+# One etcd member for a whole bats file (etcd.bats, cli.bats), from
+# setup_file: started on free loopback ports when etcd and etcdctl are
+# installed (WSL_ETCD_EP, WSL_ETCD_DIR), else WSL_ETCD_MISSING is set and
+# need_etcd skips. etcd_teardown_file stops it.
+etcd_setup_file() {
+	if ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; then
+		export WSL_ETCD_MISSING=1
+		return 0
+	fi
+	export WSL_ETCD_DIR=$BATS_FILE_TMPDIR/etcd1
+	WSL_ETCD_EP=$("$BATS_TEST_DIRNAME/etcd/cluster.sh" start "$WSL_ETCD_DIR")
+	export WSL_ETCD_EP
+}
+
+etcd_teardown_file() {
+	if [ -n "${WSL_ETCD_DIR:-}" ]; then
+		"$BATS_TEST_DIRNAME/etcd/cluster.sh" stop "$WSL_ETCD_DIR"
+	fi
+	return 0
+}
+
+need_etcd() {
+	[ -z "${WSL_ETCD_MISSING:-}" ] ||
+		skip "etcd is not installed (apt-get install etcd-server etcd-client)"
+}

@@ -47,7 +47,8 @@ struct registry_ops {
 			 const char *token, int op, int *fd, struct wsl_error *err);
 };
 
-/* The local on-disk registry (registry_local.c). */
+/* The local on-disk registry (registry_local.c, with local_open.c,
+ * local_wait.c, local_markers.c and local_garbage.c; registry_local.h). */
 extern const struct registry_ops registry_local_ops;
 
 /* The etcd backend (registry_etcd.c): opens reg from cfg. */

@@ -45,7 +45,8 @@ wsl_need matrix.sh jq timeout b2sum || exit 2
 wsl_clean_env
 
 # Every step named by CRASH_POINT in the sources, in source order.
-mapfile -t STEPS < <(grep -ho 'CRASH_POINT("[^"]*")' "$ROOT"/src/registry_local.c "$ROOT"/src/journal.c \
+mapfile -t STEPS < <(grep -ho 'CRASH_POINT("[^"]*")' "$ROOT"/src/registry_local.c "$ROOT"/src/local_garbage.c \
+	"$ROOT"/src/local_open.c "$ROOT"/src/journal.c \
 	"$ROOT"/src/*.c 2>/dev/null | sed 's/CRASH_POINT("\(.*\)")/\1/' | awk '!seen[$0]++')
 if [ "${#STEPS[@]}" -eq 0 ]; then
 	echo "matrix.sh: no CRASH_POINT found in $ROOT/src" >&2

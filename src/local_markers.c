@@ -1,0 +1,379 @@
+/* local_markers.c - the local backend's markers and the overlap search
+ * over them: nest/A/KEY (by path) and ids/I/KEY, ids/IA/KEY.below (by
+ * identity, DESIGN.md section 3). Writing them is part of publish and
+ * release (registry_local.c, whose header comment says why a marker
+ * precedes its lock); reading them finds the locks that overlap a workspace
+ * in both spaces.
+ */
+#include "registry_local.h"
+#include "fsx.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The identity of a lock's workspace: its version 2 document's, else (a
+ * 0.1 lock, or a corrupt one whose path could be read) the directory's as
+ * it is now. False when it cannot be known. */
+bool owner_identity(const struct owner *o, const char *root,
+		    char fs[MOUNTINFO_FS_MAX + 1], char fspath[PATH_MAX])
+{
+	struct wsl_error ignored = { 0 };
+
+	if (o != NULL && o->schema >= OWNER_SCHEMA) {
+		snprintf(fs, MOUNTINFO_FS_MAX + 1, "%s", o->workspace_fs);
+		snprintf(fspath, PATH_MAX, "%s", o->workspace_fs_path);
+		return true;
+	}
+	if (root == NULL || root[0] == '\0')
+		return false;
+	if (wspath_identity(root, fs, fspath, &ignored) != 0) {
+		wsl_error_clear(&ignored);
+		return false;
+	}
+	return true;
+}
+
+bool entry_identity(const struct lock_entry *e, char fs[MOUNTINFO_FS_MAX + 1],
+		    char fspath[PATH_MAX])
+{
+	return owner_identity(e->has_owner ? &e->owner : NULL,
+			      e->has_owner ? e->owner.workspace_root : e->workspace_root,
+			      fs, fspath);
+}
+
+struct overlap_ctx {
+	struct registry *reg;
+	bool probe;
+	struct overlap *items;
+	size_t n, cap;
+	struct wsl_error *err;
+	const char *self_key;	/* the workspace's own path key: not an overlap */
+	const char *fs;		/* identity space: the workspace's filesystem */
+	const char *fspath;	/* and its path inside it */
+};
+
+/* True when the lock key is the workspace's own or already listed (the
+ * same lock is often found in both spaces). */
+static bool overlap_seen(const struct overlap_ctx *c, const char *key)
+{
+	size_t i;
+
+	if (c->self_key != NULL && strcmp(key, c->self_key) == 0)
+		return true;
+	for (i = 0; i < c->n; i++)
+		if (strcmp(c->items[i].entry.key, key) == 0)
+			return true;
+	return false;
+}
+
+/* Keeps e (taking its memory) as an overlap, or frees it when seen. */
+static int overlap_add(struct overlap_ctx *c, struct lock_entry *e, bool ancestor)
+{
+	struct lock_entry *slot;
+
+	if (overlap_seen(c, e->key)) {
+		lock_entry_free(e);
+		return 0;
+	}
+	slot = registry_overlap_push(&c->items, &c->n, &c->cap, ancestor, c->err);
+	if (slot == NULL) {
+		lock_entry_free(e);
+		return -1;
+	}
+	*slot = *e;
+	return 0;
+}
+
+static int overlap_ancestor(const char *ancestor, void *arg)
+{
+	struct overlap_ctx *c = arg;
+	char key[WSL_KEY_HEX + 1];
+	struct lock_entry e;
+
+	crypto_path_key(ancestor, key);
+	if (local_get_key(c->reg, key, c->probe, &e, c->err) != 0)
+		return -1;
+	if (e.state == LOCK_FREE)
+		return 0;
+	if (e.state == LOCK_CORRUPT)
+		snprintf(e.workspace_root, sizeof(e.workspace_root), "%s", ancestor);
+	return overlap_add(c, &e, true);
+}
+
+/* How a lock found through a marker relates to the place marked. */
+enum marker_match { MATCH_PATH_BELOW, MATCH_ID_AT, MATCH_ID_BELOW };
+
+/* True when the held lock e really is where the marker says (markers
+ * outlive a crash; an orphan is ignored). A corrupt lock counts (fail
+ * closed): its place cannot be read. */
+static bool marker_true(const struct overlap_ctx *c, const struct lock_entry *e,
+			enum marker_match how, const char *where)
+{
+	char fs[MOUNTINFO_FS_MAX + 1], fspath[PATH_MAX];
+
+	if (e->state == LOCK_CORRUPT)
+		return true;
+	if (how == MATCH_PATH_BELOW)
+		return wspath_within(e->workspace_root, where);
+	if (!entry_identity(e, fs, fspath) || strcmp(fs, c->fs) != 0)
+		return false;
+	if (how == MATCH_ID_AT)
+		return strcmp(fspath, where) == 0;
+	return strcmp(fspath, where) != 0 && wspath_within(fspath, where);
+}
+
+/* The locks marked in dirfd/KEY (nest/ or ids/; KEY for where), kept as
+ * overlaps when marker_true. */
+static int overlap_marked(struct overlap_ctx *c, int dirfd, const char *dirname,
+			  const char *key, enum marker_match how, const char *where,
+			  bool ancestor)
+{
+	char path[PATH_MAX], lockkey[WSL_KEY_HEX + 1];
+	/* ids/ holds both kinds: KEY (at) and KEY.below. */
+	const char *suffix = how == MATCH_ID_BELOW ? ID_BELOW : "";
+	struct dirent *de;
+	DIR *dir;
+	int fd;
+
+	if (dirfd < 0)
+		return 0;
+	if (path_join(path, c->reg->path, dirname, c->err) != 0 ||
+	    path_join(path, path, key, c->err) != 0)
+		return -1;
+	fd = fsx_open_dir_checked(dirfd, key, path, false, c->err);
+	if (fd < 0) {
+		if (c->err->sys_errno == ENOENT && c->err->code == WSL_IO) {
+			wsl_error_clear(c->err);
+			return 0;
+		}
+		return -1;
+	}
+	dir = fdopendir(fd);
+	if (dir == NULL) {
+		fsx_close(fd);
+		return wsl_error_errno(c->err, WSL_IO, errno, "cannot read %s", path);
+	}
+	while ((de = readdir(dir)) != NULL) {
+		struct lock_entry e;
+
+		if (strlen(de->d_name) != WSL_KEY_HEX + strlen(suffix) ||
+		    strcmp(de->d_name + WSL_KEY_HEX, suffix) != 0)
+			continue;
+		memcpy(lockkey, de->d_name, WSL_KEY_HEX);
+		lockkey[WSL_KEY_HEX] = '\0';
+		if (!key_valid(lockkey) || overlap_seen(c, lockkey))
+			continue;
+		if (local_get_key(c->reg, lockkey, c->probe, &e, c->err) != 0) {
+			closedir(dir);
+			return -1;
+		}
+		if (e.state == LOCK_FREE || !marker_true(c, &e, how, where)) {
+			lock_entry_free(&e);
+			continue;	/* an orphan marker */
+		}
+		if (overlap_add(c, &e, ancestor) != 0) {
+			closedir(dir);
+			return -1;
+		}
+	}
+	closedir(dir);
+	return 0;
+}
+
+static int overlap_id_ancestor(const char *fspath, void *arg)
+{
+	struct overlap_ctx *c = arg;
+	char key[WSL_KEY_HEX + 1];
+
+	wspath_identity_key(c->fs, fspath, key);
+	return overlap_marked(c, loc(c->reg)->ids_fd, "ids", key, MATCH_ID_AT, fspath, true);
+}
+
+/* False when no lock has an identity marker: every marker is a link to
+ * ids/.marker, so its link count says so in one fstatat(2), and an
+ * uncontended command skips the identity space's lookups. */
+static bool identity_space_used(const struct registry *reg)
+{
+	struct stat st;
+
+	if (loc(reg)->ids_fd < 0)
+		return false;
+	return fstatat(loc(reg)->ids_fd, ID_MARKER, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+	       st.st_nlink > 1;
+}
+
+/* Overlaps in both spaces: ancestors by path and by identity, then
+ * descendants by path and by identity. */
+static int overlaps_both(struct overlap_ctx *c, const char *workspace)
+{
+	char key[WSL_KEY_HEX + 1];
+
+	crypto_path_key(workspace, key);
+	if (wspath_for_each_ancestor(workspace, overlap_ancestor, c) != 0 ||
+	    (c->fs != NULL &&
+	     wspath_for_each_fs_ancestor(c->fspath, overlap_id_ancestor, c) != 0) ||
+	    overlap_marked(c, loc(c->reg)->nest_fd, "nest", key, MATCH_PATH_BELOW,
+			   workspace, false) != 0)
+		return -1;
+	if (c->fs == NULL)
+		return 0;
+	wspath_identity_key(c->fs, c->fspath, key);
+	return overlap_marked(c, loc(c->reg)->ids_fd, "ids", key, MATCH_ID_BELOW,
+			      c->fspath, false);
+}
+
+int local_overlaps(struct registry *reg, const char *workspace, bool probe,
+		   struct overlap **out, size_t *n, struct wsl_error *err)
+{
+	char self[WSL_KEY_HEX + 1], fs[MOUNTINFO_FS_MAX + 1], fspath[PATH_MAX];
+	struct overlap_ctx c = { reg, probe, NULL, 0, 0, err, self, NULL, NULL };
+	struct wsl_error ignored = { 0 };
+
+	*out = NULL;
+	*n = 0;
+	crypto_path_key(workspace, self);
+	if (identity_space_used(reg) && wspath_identity(workspace, fs, fspath, &ignored) == 0) {
+		c.fs = fs;
+		c.fspath = fspath;
+	}
+	wsl_error_clear(&ignored);
+	if (overlaps_both(&c, workspace) != 0) {
+		registry_overlaps_free(c.items, c.n);
+		return -1;
+	}
+	*out = c.items;
+	*n = c.n;
+	return 0;
+}
+
+/*
+ * The lock on the workspace itself found by identity: another spelling of
+ * the same directory (a bind mount, a container's mount) holds it at
+ * another path key than skip_key. *e stays LOCK_FREE when there is none.
+ */
+int identity_self(struct registry *reg, const char *workspace, const char *skip_key,
+		  bool probe, struct lock_entry *e, struct wsl_error *err)
+{
+	char fs[MOUNTINFO_FS_MAX + 1], fspath[PATH_MAX], key[WSL_KEY_HEX + 1];
+	struct overlap_ctx c = { reg, probe, NULL, 0, 0, err, skip_key, fs, fspath };
+	struct wsl_error ignored = { 0 };
+	size_t i;
+
+	memset(e, 0, sizeof(*e));
+	e->state = LOCK_FREE;
+	if (!identity_space_used(reg) || wspath_identity(workspace, fs, fspath, &ignored) != 0) {
+		wsl_error_clear(&ignored);
+		return 0;
+	}
+	wspath_identity_key(fs, fspath, key);
+	if (overlap_marked(&c, loc(reg)->ids_fd, "ids", key, MATCH_ID_AT, fspath, true) != 0) {
+		registry_overlaps_free(c.items, c.n);
+		return -1;
+	}
+	if (c.n > 0) {
+		*e = c.items[0].entry;
+		for (i = 1; i < c.n; i++)
+			lock_entry_free(&c.items[i].entry);
+		free(c.items);
+	}
+	return 0;
+}
+
+int marker_apply(const char *ancestor, void *arg)
+{
+	struct marker_ctx *m = arg;
+	char akey[WSL_KEY_HEX + 1], path[PATH_MAX], name[WSL_KEY_HEX + 16];
+	int fd, mfd;
+
+	if (m->fs != NULL)
+		wspath_identity_key(m->fs, ancestor, akey);
+	else
+		crypto_path_key(ancestor, akey);
+	if (m->step == MARKER_SYNC) {
+		/* After every marker exists: the first fsync commits them all
+		 * on a journaling filesystem, the others find little to do. */
+		fd = fsx_openat(m->dirfd, akey, O_RDONLY | O_DIRECTORY, 0);
+		if (fd < 0 || sync_before_commit(m->reg, fd) != 0) {
+			wsl_error_errno(m->err, WSL_IO, errno, "cannot sync nest marker of %s",
+					ancestor);
+			fsx_close(fd);
+			return -1;
+		}
+		fsx_close(fd);
+		return 0;
+	}
+	snprintf(name, sizeof(name), "%s%s", m->key, m->suffix);
+	if (m->step == MARKER_REMOVE) {
+		fd = fsx_openat(m->dirfd, akey, O_RDONLY | O_DIRECTORY, 0);
+		if (fd < 0)
+			return 0;
+		unlinkat(fd, name, 0);
+		fsx_close(fd);
+		/* Fails with ENOTEMPTY while other markers remain. */
+		if (m->fs == NULL)
+			unlinkat(m->dirfd, akey, AT_REMOVEDIR);
+		return 0;
+	}
+	if (path_join(path, m->reg->path, m->dirname, m->err) != 0 ||
+	    path_join(path, path, akey, m->err) != 0)
+		return -1;
+	fd = fsx_open_dir_checked(m->dirfd, akey, path, true, m->err);
+	if (fd < 0)
+		return -1;
+	if (m->fs != NULL) {
+		if (linkat(loc(m->reg)->ids_fd, ID_MARKER, fd, name, 0) != 0 && errno != EEXIST) {
+			wsl_error_errno(m->err, WSL_IO, errno, "cannot write identity marker in %s",
+					path);
+			fsx_close(fd);
+			return -1;
+		}
+		fsx_close(fd);
+		return 0;
+	}
+	mfd = fsx_openat(fd, name, O_WRONLY | O_CREAT | O_NONBLOCK, 0600);
+	if (mfd < 0) {
+		wsl_error_errno(m->err, WSL_IO, errno, "cannot write nest marker in %s", path);
+		fsx_close(mfd);
+		fsx_close(fd);
+		return -1;
+	}
+	fsx_close(mfd);
+	fsx_close(fd);
+	return 0;
+}
+
+/* Adds, syncs or removes (step) the identity markers of the lock key whose
+ * owner is o (a 0.1 or corrupt one: root's identity now): ids/I/key and
+ * nest/IA/key for every identity ancestor IA. Unknown identity: nothing. */
+int identity_markers_at(struct registry *reg, const char *key, const char *fs,
+			const char *fspath, enum marker_step step,
+			struct wsl_error *err)
+{
+	struct marker_ctx m = { reg, key, step, err, fs, loc(reg)->ids_fd, "ids", ID_BELOW };
+	int rc;
+
+	if (loc(reg)->ids_fd < 0)
+		return 0;
+	rc = wspath_for_each_fs_ancestor(fspath, marker_apply, &m);
+	if (rc != 0 && step != MARKER_REMOVE)
+		return -1;
+	m.suffix = "";
+	return marker_apply(fspath, &m);
+}
+
+int identity_markers(struct registry *reg, const char *key, const struct owner *o,
+		     enum marker_step step, struct wsl_error *err)
+{
+	char fs[MOUNTINFO_FS_MAX + 1], fspath[PATH_MAX];
+
+	if (!owner_identity(o, o->workspace_root, fs, fspath))
+		return 0;
+	return identity_markers_at(reg, key, fs, fspath, step, err);
+}
+

@@ -1,0 +1,415 @@
+/* local_open.c - the local backend: opening and creating the registry
+ * directory, its format stamp (tmp) and the 0.1 -> 0.2 upgrade; closing it.
+ * The layout and the upgrade's crash steps are described atop
+ * registry_local.c.
+ */
+#include "registry_local.h"
+#include "fsx.h"
+#include "testhook.h"
+#include "platform.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define STAMP_PREFIX "wslock registry format "
+
+/* mkdir -p for the parents of path, each new directory 0700. */
+static int make_parents(const char *path, struct wsl_error *err)
+{
+	char buf[PATH_MAX];
+	char *p;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (p = buf + 1; *p != '\0'; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+			return wsl_error_errno(err, WSL_IO, errno,
+					       "cannot create %s", buf);
+		*p = '/';
+	}
+	return 0;
+}
+
+/* Refuses a registry netfs does not allow, naming path. */
+static int check_netfs(int fd, const char *path, struct wsl_error *err)
+{
+	const char *netfs = platform_network_fs(fd);
+	const char *allow = getenv("WSLOCK_ALLOW_NETWORK_FS");
+
+	if (netfs != NULL && (allow == NULL || strcmp(allow, "1") != 0))
+		return wsl_error_set(err, WSL_NETWORK_FS,
+				     "registry %s is on a network filesystem (%s), where its kernel lock does not hold across machines; use --backend etcd, or set WSLOCK_ALLOW_NETWORK_FS=1 if only this machine uses it",
+				     path, netfs);
+	return 0;
+}
+
+/*
+ * Before a missing registry is created: the checks that would refuse it
+ * afterwards (inside the workspace, on a network filesystem), made on where
+ * it would be, so that a refused command creates nothing.
+ */
+static int check_before_create(const char *path, const char *workspace,
+			       struct wsl_error *err)
+{
+	char existing[PATH_MAX], real[PATH_MAX], would[PATH_MAX];
+	size_t cut = strlen(path);
+	int fd, rc;
+
+	snprintf(existing, sizeof(existing), "%s", path);
+	for (;;) {
+		char *slash = strrchr(existing, '/');
+		if (slash == NULL)
+			return 0;
+		if (slash == existing) {
+			existing[1] = '\0';
+			cut = 1;
+		} else {
+			*slash = '\0';
+			cut = (size_t)(slash - existing);
+		}
+		if (realpath(existing, real) != NULL)
+			break;
+		if (errno != ENOENT || cut == 1)
+			return 0;	/* the real attempt will report it */
+	}
+	if (snprintf(would, sizeof(would), "%s%s", strcmp(real, "/") == 0 ? "" : real,
+		     path + cut) >= (int)sizeof(would))
+		return wsl_error_set(err, WSL_UNSAFE_PATH, "registry path %s is longer than PATH_MAX",
+				     path);
+	if (workspace != NULL &&
+	    (wspath_within(would, workspace) || wspath_within(workspace, would)))
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "registry %s and workspace %s overlap; choose a registry outside every workspace (-d or WSLOCK_DIR)",
+				     path, workspace);
+	fd = fsx_open(real, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0)
+		return 0;
+	rc = check_netfs(fd, path, err);
+	fsx_close(fd);
+	return rc;
+}
+
+static int local_init(struct registry *reg, struct wsl_error *err)
+{
+	struct local *l = calloc(1, sizeof(*l));
+
+	memset(reg, 0, sizeof(*reg));
+	if (l == NULL)
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	l->dir_fd = l->locks_fd = l->nest_fd = l->tmp_fd = -1;
+	l->coord_fd = l->watch_fd = l->ids_fd = -1;
+	l->format = REGISTRY_FORMAT;
+	l->fs_kind = FS_OTHER;
+	reg->ops = &registry_local_ops;
+	reg->backend = l;
+	return 0;
+}
+
+/* Opens (or with create makes) the subdirectory name; *fd stays -1 when it
+ * is missing and create is false. */
+static int open_subdir(struct registry *reg, const char *name, bool create,
+		       int *fd, struct wsl_error *err)
+{
+	char path[PATH_MAX];
+
+	if (path_join(path, reg->path, name, err) != 0)
+		return -1;
+	*fd = fsx_open_dir_checked(loc(reg)->dir_fd, name, path, create, err);
+	if (*fd < 0) {
+		if (!create && err->sys_errno == ENOENT) {
+			wsl_error_clear(err);
+			return 0;
+		}
+		return -1;
+	}
+	return 0;
+}
+
+/* Reads the stamp file tmp: its format number into *format. */
+static int stamp_read(struct registry *reg, int *format, struct wsl_error *err)
+{
+	char path[PATH_MAX], *buf = NULL, *end;
+	size_t len;
+	long n;
+
+	if (path_join(path, reg->path, "tmp", err) != 0 ||
+	    fsx_read_file_checked(loc(reg)->dir_fd, "tmp", path, 256, &buf, &len, err) != 0)
+		return -1;
+	errno = 0;
+	if (len < sizeof(STAMP_PREFIX) || buf[len - 1] != '\n' ||
+	    memcmp(buf, STAMP_PREFIX, sizeof(STAMP_PREFIX) - 1) != 0 ||
+	    (n = strtol(buf + sizeof(STAMP_PREFIX) - 1, &end, 10), errno != 0) ||
+	    end != buf + len - 1 || n < 2 || n > 999999) {
+		free(buf);
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "%s is not a registry format stamp (\"%s2\")", path,
+				     STAMP_PREFIX);
+	}
+	free(buf);
+	*format = (int)n;
+	return 0;
+}
+
+static int stamp_write(struct registry *reg, const char *name, struct wsl_error *err)
+{
+	static const char stamp[] = STAMP_PREFIX "2\n";
+
+	if (fsx_write_new_file(loc(reg)->dir_fd, name, stamp, sizeof(stamp) - 1,
+			       sync_data(reg)) != 0)
+		return wsl_error_errno(err, WSL_IO, errno, "cannot write %s/%s",
+				       reg->path, name);
+	return 0;
+}
+
+/* ids/.marker, the inode every identity marker links to. */
+static int id_marker_make(struct registry *reg, struct wsl_error *err)
+{
+	if (fsx_write_new_file(loc(reg)->ids_fd, ID_MARKER, "", 0, false) != 0 && errno != EEXIST)
+		return wsl_error_errno(err, WSL_IO, errno, "cannot create %s/ids/%s",
+				       reg->path, ID_MARKER);
+	return 0;
+}
+
+/*
+ * The registry's format, from tmp: a directory is a 0.1 registry (format 1,
+ * staging in tmp/ until it is upgraded), a file the stamp. A registry
+ * without tmp is new: with create it gets ids/, staging/ and the stamp.
+ * A format above REGISTRY_FORMAT is refused (WSL_UNSAFE_PATH).
+ */
+static int format_open(struct registry *reg, bool create, struct wsl_error *err)
+{
+	struct stat st;
+
+	fsx_close(loc(reg)->tmp_fd);
+	loc(reg)->tmp_fd = -1;
+	if (fstatat(loc(reg)->dir_fd, "tmp", &st, AT_SYMLINK_NOFOLLOW) != 0) {
+		if (errno != ENOENT)
+			return wsl_error_errno(err, WSL_IO, errno, "cannot stat %s/tmp",
+					       reg->path);
+		loc(reg)->format = REGISTRY_FORMAT;
+		if (!create)
+			return 0;
+		if (open_subdir(reg, "ids", true, &loc(reg)->ids_fd, err) != 0 ||
+		    id_marker_make(reg, err) != 0 ||
+		    open_subdir(reg, "staging", true, &loc(reg)->tmp_fd, err) != 0)
+			return -1;
+		if (stamp_write(reg, "tmp", err) != 0) {
+			if (err->sys_errno != EEXIST)
+				return -1;
+			wsl_error_clear(err);	/* another wslock made it first */
+			return format_open(reg, create, err);
+		}
+		return 0;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		loc(reg)->format = 1;
+		return open_subdir(reg, "tmp", create, &loc(reg)->tmp_fd, err);
+	}
+	if (stamp_read(reg, &loc(reg)->format, err) != 0)
+		return -1;
+	if (loc(reg)->format > REGISTRY_FORMAT)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "registry %s has format %d, newer than this wslock knows (%d); use a newer wslock",
+				     reg->path, loc(reg)->format, REGISTRY_FORMAT);
+	if (loc(reg)->ids_fd < 0 && open_subdir(reg, "ids", create, &loc(reg)->ids_fd, err) != 0)
+		return -1;
+	if (create && loc(reg)->ids_fd >= 0 && id_marker_make(reg, err) != 0)
+		return -1;
+	return open_subdir(reg, "staging", create, &loc(reg)->tmp_fd, err);
+}
+
+static int open_dirs(struct registry *reg, const char *path, const char *workspace,
+		     bool create, struct wsl_error *err)
+{
+	struct stat st;
+	int fd;
+
+	snprintf(reg->path, sizeof(reg->path), "%s", path);
+	if (lstat(path, &st) != 0) {
+		if (errno != ENOENT)
+			return wsl_error_errno(err, WSL_IO, errno,
+					       "cannot stat registry %s", path);
+		if (!create) {
+			/* Nothing was ever locked here; say so without
+			 * creating anything. */
+			snprintf(reg->real, sizeof(reg->real), "%s", path);
+			return 0;
+		}
+		if (check_before_create(path, workspace, err) != 0 ||
+		    make_parents(path, err) != 0)
+			return -1;
+		if (mkdir(path, 0700) != 0 && errno != EEXIST)
+			return wsl_error_errno(err, WSL_IO, errno,
+					       "cannot create registry %s", path);
+		if (lstat(path, &st) != 0)
+			return wsl_error_errno(err, WSL_IO, errno,
+					       "cannot stat registry %s", path);
+	}
+	if (fsx_check_private(&st, S_IFDIR, path, err) != 0)
+		return -1;
+	loc(reg)->dir_fd = fsx_open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+	if (loc(reg)->dir_fd < 0)
+		return wsl_error_errno(err, WSL_UNSAFE_PATH, errno,
+				       "cannot open registry %s", path);
+	if (fstat(loc(reg)->dir_fd, &st) != 0 ||
+	    fsx_check_private(&st, S_IFDIR, path, err) != 0)
+		goto fail;
+	loc(reg)->exists = true;
+	if (realpath(path, reg->real) == NULL) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot resolve registry %s", path);
+		goto fail;
+	}
+	loc(reg)->fs_kind = platform_fs_kind(loc(reg)->dir_fd);
+	if (check_netfs(loc(reg)->dir_fd, path, err) != 0)
+		goto fail;
+	if (open_subdir(reg, "locks", create, &loc(reg)->locks_fd, err) != 0 ||
+	    open_subdir(reg, "nest", create, &loc(reg)->nest_fd, err) != 0 ||
+	    format_open(reg, create, err) != 0)
+		goto fail;
+	fd = fsx_openat(loc(reg)->dir_fd, ".coordination",
+			create ? O_RDWR | O_CREAT | O_NONBLOCK : O_RDONLY | O_NONBLOCK,
+			0600);
+	if (fd < 0 && !(errno == ENOENT && !create)) {
+		if (errno == ELOOP)
+			wsl_error_set(err, WSL_UNSAFE_PATH,
+				      "%s/.coordination is a symbolic link; refusing to follow it",
+				      path);
+		else if (errno == ENXIO || errno == ENODEV)
+			wsl_error_set(err, WSL_UNSAFE_PATH,
+				      "%s/.coordination is not a regular file", path);
+		else
+			wsl_error_errno(err, WSL_IO, errno,
+					"cannot open %s/.coordination", path);
+		goto fail;
+	}
+	loc(reg)->coord_fd = fd;
+	if (fd >= 0) {
+		char cpath[PATH_MAX];
+		if (path_join(cpath, path, ".coordination", err) != 0 ||
+		    fstat(fd, &st) != 0 ||
+		    fsx_check_private(&st, S_IFREG, cpath, err) != 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	if (err->code == WSL_OK)
+		wsl_error_errno(err, WSL_IO, errno, "cannot open registry %s", path);
+	return -1;
+}
+
+int local_open(struct registry *reg, const char *path, const char *workspace,
+	       bool create, struct wsl_error *err)
+{
+	if (local_init(reg, err) != 0)
+		return -1;
+	if (open_dirs(reg, path, workspace, create, err) != 0) {
+		local_close(reg);
+		return -1;
+	}
+	return 0;
+}
+
+/* Closes every descriptor (dropping the coordination lock) and frees the
+ * state; reg is not open afterwards. */
+void local_close(struct registry *reg)
+{
+	struct local *l = loc(reg);
+
+	if (l == NULL)
+		return;
+	fsx_close(l->watch_fd);
+	fsx_close(l->coord_fd);
+	fsx_close(l->tmp_fd);
+	fsx_close(l->nest_fd);
+	fsx_close(l->ids_fd);
+	fsx_close(l->locks_fd);
+	fsx_close(l->dir_fd);
+	free(l);
+	reg->backend = NULL;
+	reg->ops = NULL;
+}
+
+/*
+ * Upgrades a 0.1 registry (format 1) in place; the caller holds the
+ * coordination lock exclusively, so no wslock is inside a mutation. Every
+ * lock keeps its bytes at its 0.1 key and gets its identity markers; then
+ * the stamp file takes tmp/'s place in one rename(RENAME_EXCHANGE) (the
+ * commit point). The old tmp/ moves into staging/: a 0.1 `run` holding a
+ * lock across the upgrade still releases through it (it opened it at its
+ * start), and reclaim collects it later like any staging leftover.
+ */
+int upgrade(struct registry *reg, struct wsl_error *err)
+{
+	char **names = NULL;
+	size_t n = 0, i;
+	int staging = -1, rc = -1;
+
+	if (format_open(reg, true, err) != 0)	/* another wslock may have done it */
+		return -1;
+	if (loc(reg)->format >= REGISTRY_FORMAT)
+		return 0;
+	if (open_subdir(reg, "ids", true, &loc(reg)->ids_fd, err) != 0 ||
+	    id_marker_make(reg, err) != 0 ||
+	    open_subdir(reg, "staging", true, &staging, err) != 0)
+		goto out;
+	if (loc(reg)->locks_fd >= 0 && list_names(loc(reg)->locks_fd, &names, &n) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot read %s/locks", reg->path);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		char fs[MOUNTINFO_FS_MAX + 1], fspath[PATH_MAX];
+		struct lock_entry e;
+
+		if (!key_valid(names[i]))
+			continue;
+		if (local_get_key(reg, names[i], false, &e, err) != 0)
+			goto out;
+		if (e.state != LOCK_FREE && entry_identity(&e, fs, fspath) &&
+		    identity_markers_at(reg, names[i], fs, fspath, MARKER_ADD, err) != 0) {
+			lock_entry_free(&e);
+			goto out;
+		}
+		lock_entry_free(&e);
+	}
+	if (sync_before_commit(reg, loc(reg)->nest_fd) != 0 ||
+	    sync_before_commit(reg, loc(reg)->ids_fd) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s", reg->path);
+		goto out;
+	}
+	CRASH_POINT("upgrade:markers-written");
+	unlinkat(loc(reg)->dir_fd, "tmp.new", 0);
+	if (stamp_write(reg, "tmp.new", err) != 0)
+		goto out;
+	if (renameat2(loc(reg)->dir_fd, "tmp.new", loc(reg)->dir_fd, "tmp", RENAME_EXCHANGE) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot stamp %s/tmp", reg->path);
+		unlinkat(loc(reg)->dir_fd, "tmp.new", 0);
+		goto out;
+	}
+	if (sync_commit(reg, loc(reg)->dir_fd) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s", reg->path);
+		goto out;
+	}
+	CRASH_POINT("upgrade:stamped");
+	{
+		char old[STAGE_NAME_MAX];
+		stage_name(old, "v0.1-tmp");
+		if (renameat(loc(reg)->dir_fd, "tmp.new", staging, old) != 0)
+			wsl_error_clear(err);	/* left beside the stamp: harmless */
+	}
+	fsx_close(loc(reg)->tmp_fd);
+	loc(reg)->tmp_fd = staging;
+	staging = -1;
+	loc(reg)->format = REGISTRY_FORMAT;
+	rc = 0;
+out:
+	fsx_close(staging);
+	free_names(names, n);
+	return rc;
+}

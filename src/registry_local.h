@@ -1,0 +1,173 @@
+/* registry_local.h - internal to the local backend: the state and the
+ * functions its files share (registry_local.c, the on-disk protocol, whose
+ * header comment describes the layout and the crash steps; local_open.c,
+ * local_wait.c, local_markers.c, local_garbage.c). Nothing outside these
+ * files includes it: the rest of wslock sees the backend through
+ * registry_local_ops (registry_backend.h) and local_open (registry.h).
+ *
+ * Every function fails by returning -1 (or false where it returns bool,
+ * as said) with err filled, as the registry contract's functions do.
+ */
+#ifndef WSLOCK_REGISTRY_LOCAL_H
+#define WSLOCK_REGISTRY_LOCAL_H
+
+#include "registry.h"
+#include "registry_backend.h"
+#include "platform.h"
+
+#include <sys/stat.h>
+
+#define STAGE_NAME_MAX 64
+#define REGISTRY_FORMAT 2	/* the layout this binary writes (registry_local.c) */
+
+/* Identity markers are hard links to ids/.marker, so that adding one
+ * allocates no inode, and their directories stay when they empty (reclaim
+ * collects them): on ext4 an inode made and freed per ancestor and per
+ * command cost more than the rest of an uncontended run together. */
+#define ID_MARKER ".marker"
+#define ID_BELOW ".below"	/* ids/IA/KEY.below: KEY is below IA */
+
+/* The local backend's own state (reg->backend): nobody else sees it. */
+struct local {
+	bool exists;		/* false: opened read-only and not there */
+	int dir_fd, locks_fd, nest_fd, tmp_fd, coord_fd;
+	int coord_held;		/* 0, LOCK_SH or LOCK_EX */
+	int watch_fd;		/* inotify on locks/, or -1 */
+	enum fs_kind fs_kind;	/* of the registry directory */
+	int ids_fd;		/* ids/, the identity space (DESIGN.md section 3) */
+	int format;		/* 1 (0.1: staging in tmp/) or REGISTRY_FORMAT */
+};
+
+static inline struct local *loc(const struct registry *reg)
+{
+	return reg->backend;
+}
+
+/* Whether s is a registry key: WSL_KEY_HEX lowercase hex digits. */
+static inline bool key_valid(const char *s)
+{
+	return crypto_hex_valid(s, WSL_KEY_HEX);
+}
+
+/* ---- registry_local.c: the protocol core ---- */
+
+/* Joins a and b with '/' into out (out may be a); fails with
+ * WSL_UNSAFE_PATH when the result would not fit in PATH_MAX. */
+int path_join(char out[PATH_MAX], const char *a, const char *b,
+	      struct wsl_error *err);
+
+/* Reads the lock locks/key into *e (LOCK_FREE when there is none; a lock
+ * that cannot be read is LOCK_CORRUPT, not an error); with probe, asks
+ * whether its holder lives. Without the coordination lock, a lock renamed
+ * away meanwhile reads as free. Fails (-1) only on I/O errors. */
+int local_get_key(struct registry *reg, const char *key, bool probe,
+		  struct lock_entry *e, struct wsl_error *err);
+
+/* Durability (registry_local.c, "Durability"): whether bytes written must
+ * be fsynced (not on tmpfs); the fsync of a directory whose change is a
+ * commit point; the fsync of a directory changed before a commit point
+ * (only where metadata is not committed in order). Both fsyncs return 0 or
+ * -1 with errno set (no err). */
+bool sync_data(const struct registry *reg);
+int sync_commit(const struct registry *reg, int dirfd);
+int sync_before_commit(const struct registry *reg, int dirfd);
+
+/* A fresh name for a staging directory: "PREFIX.PID.RANDOM". */
+void stage_name(char out[STAGE_NAME_MAX], const char *prefix);
+
+/* ---- local_open.c: opening, the format stamp, the upgrade ---- */
+
+/* Closes every descriptor (dropping the coordination lock) and frees the
+ * state; reg is not open afterwards. */
+void local_close(struct registry *reg);
+
+/* Upgrades a 0.1 registry (format 1) to REGISTRY_FORMAT in place; the
+ * caller holds the coordination lock exclusively. 0 also when another
+ * wslock has done it meanwhile. */
+int upgrade(struct registry *reg, struct wsl_error *err);
+
+/* ---- local_wait.c: the coordination lock, waiting for a release ---- */
+
+/* The pid holding a flock(2) on the file st describes, from /proc/locks;
+ * 0 when there is none or it is in a pid namespace this one cannot see. */
+long flock_holder(const struct stat *st);
+
+/* Takes the coordination lock (op LOCK_SH or LOCK_EX), waiting until dl
+ * (NULL: the registry's bound, else unbounded); fails with
+ * WSL_REGISTRY_BUSY naming the holder when the wait ends. A LOCK_EX on a
+ * 0.1 registry upgrades it first. local_coord_lock is the same without a
+ * deadline (the ops table's lock); local_unlock drops it (no error). */
+int local_lock(struct registry *reg, int op,
+	       const struct registry_deadline *dl, struct wsl_error *err);
+int local_coord_lock(struct registry *reg, int op, struct wsl_error *err);
+void local_unlock(struct registry *reg);
+
+/* The registry contract's wait_prepare and wait (registry.h): an inotify
+ * watch on locks/, then a poll on it and sigfd for at most timeout_ms (ms);
+ * wait returns 1 when sigfd is readable, else 0. */
+int local_wait_prepare(struct registry *reg, struct wsl_error *err);
+int local_wait(struct registry *reg, int sigfd, long timeout_ms,
+	       struct wsl_error *err);
+
+/* ---- local_markers.c: nest/ and ids/ markers, overlaps ---- */
+
+/* The identity of a lock's workspace into fs and fspath: o's (a version 2
+ * document), else root's as it is now; entry_identity is the same for a
+ * read lock entry. False when it cannot be known (no error). */
+bool owner_identity(const struct owner *o, const char *root,
+		    char fs[MOUNTINFO_FS_MAX + 1], char fspath[PATH_MAX]);
+bool entry_identity(const struct lock_entry *e, char fs[MOUNTINFO_FS_MAX + 1],
+		    char fspath[PATH_MAX]);
+
+/* The registry contract's overlaps (registry.h): the held locks above and
+ * below workspace, by path and by identity. */
+int local_overlaps(struct registry *reg, const char *workspace, bool probe,
+		   struct overlap **out, size_t *n, struct wsl_error *err);
+
+/* The lock on workspace itself found by identity at another path key than
+ * skip_key (a bind mount, a container's mount); *e stays LOCK_FREE when
+ * there is none. */
+int identity_self(struct registry *reg, const char *workspace, const char *skip_key,
+		  bool probe, struct lock_entry *e, struct wsl_error *err);
+
+enum marker_step { MARKER_ADD, MARKER_SYNC, MARKER_REMOVE };
+
+struct marker_ctx {
+	struct registry *reg;
+	const char *key;	/* the held workspace's key */
+	enum marker_step step;
+	struct wsl_error *err;
+	const char *fs;		/* identity space: the filesystem; NULL: by path */
+	int dirfd;		/* nest/ or ids/ */
+	const char *dirname;
+	const char *suffix;	/* after the key in the marker's name */
+};
+
+/* A wspath_for_each_ancestor callback (arg a struct marker_ctx): adds,
+ * syncs or removes (m->step) the marker of m->key below ancestor.
+ * Removing never fails. */
+int marker_apply(const char *ancestor, void *arg);
+
+/* Adds, syncs or removes (step) the identity markers of the lock key:
+ * ids/I/key and ids/IA/key.below for every identity ancestor IA; _at for
+ * the identity fs/fspath, identity_markers for owner o's (nothing when it
+ * is unknown). Removing never fails. */
+int identity_markers_at(struct registry *reg, const char *key, const char *fs,
+			const char *fspath, enum marker_step step,
+			struct wsl_error *err);
+int identity_markers(struct registry *reg, const char *key, const struct owner *o,
+		     enum marker_step step, struct wsl_error *err);
+
+/* ---- local_garbage.c: staging leftovers and orphan markers ---- */
+
+/* Lists the names in directory fd (not "." or "..") into *out, *n of them,
+ * NULL-terminated (NULL when empty); -1 with errno when fd cannot be read.
+ * free_names frees the list. */
+int list_names(int fd, char ***out, size_t *n);
+void free_names(char **names, size_t n);
+
+/* The registry contract's garbage (registry.h). */
+int local_garbage(struct registry *reg, bool remove, size_t *staging,
+		  size_t *orphan_markers, struct wsl_error *err);
+
+#endif

@@ -92,6 +92,9 @@ int nest_descends_from(pid_t from, pid_t pid, unsigned long long ticks)
 	pid_t cur = from;
 	int steps;
 
+	/* A /proc of another pid namespace shows other processes' parents. */
+	if (!platform_proc_is_ours())
+		return 0;
 	for (steps = 0; steps < NEST_WALK_MAX && cur > 0; steps++) {
 		unsigned long long t;
 		pid_t parent;

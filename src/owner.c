@@ -206,7 +206,9 @@ int owner_build(struct owner *o, const char *workspace_root, pid_t pid,
 	o->has_pid_namespace = platform_pid_namespace(0, o->pid_namespace) == 0;
 	o->has_boot_id = platform_boot_id(o->boot_id) == 0;
 	o->has_start_ticks = platform_pid_start_ticks(pid, &o->start_ticks) == 0;
-	if (!o->has_start_ticks && errno == ESRCH)
+	/* Without a start time (a /proc of another pid namespace, say) the
+	 * pid's existence is still checked in this namespace, by kill(2). */
+	if (!o->has_start_ticks && (errno == ESRCH || platform_pid_exists(pid) == 0))
 		return wsl_error_set(err, WSL_USAGE,
 				     "pid %ld does not exist; a holder must be a running process",
 				     (long)pid);

@@ -206,12 +206,36 @@ bad:
 	return -1;
 }
 
+bool platform_proc_is_ours(void)
+{
+	static int ours = -1;
+	char buf[32];
+	ssize_t n;
+	long v;
+	char *end;
+
+	if (ours >= 0)
+		return ours;
+	n = readlink("/proc/self", buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return (ours = 0);
+	buf[n] = '\0';
+	errno = 0;
+	v = strtol(buf, &end, 10);
+	ours = errno == 0 && *end == '\0' && v == (long)getpid();
+	return ours;
+}
+
 int platform_pid_start_ticks(pid_t pid, unsigned long long *ticks)
 {
 	char path[64], buf[4096];
 	ssize_t n;
 	int fd;
 
+	if (!platform_proc_is_ours()) {
+		errno = ENOTSUP;
+		return -1;
+	}
 	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
 	fd = fsx_open(path, O_RDONLY, 0);
 	if (fd < 0) {

@@ -64,9 +64,18 @@ bool platform_host_valid(const char *s);
 int platform_parse_stat_start(const char *buf, size_t len,
 			      unsigned long long *ticks);
 
+/* Whether /proc is the procfs of this process's own pid namespace: its
+ * "self" link names getpid(). After `unshare -p --fork` without
+ * --mount-proc, /proc still shows the parent namespace, where /proc/N is
+ * another process than this namespace's pid N (pid_namespaces(7), proc(5)):
+ * nothing about a pid may then be read from it. Read once, then cached. */
+bool platform_proc_is_ours(void);
+
 /* Start time of pid in clock ticks after boot, from /proc/PID/stat.
  * Returns 0; or -1 with errno ESRCH when the process does not exist, EINVAL
- * when the file is malformed, or another errno when it cannot be read. */
+ * when the file is malformed, ENOTSUP when /proc belongs to another pid
+ * namespace (platform_proc_is_ours), or another errno when it cannot be
+ * read. */
 int platform_pid_start_ticks(pid_t pid, unsigned long long *ticks);
 
 /* kill(pid, 0): 1 when the process exists (EPERM counts: it exists, it is

@@ -136,6 +136,30 @@ v1_doc() {
 	jq -c '.schema_version = 1 | del(.workspace_fs, .workspace_fs_path, .machine_id, .pid_namespace)' <<<"$1"
 }
 
+@test "a pid namespace that kept the parent's /proc records no start time: fail closed, never another process's" {
+	needs_pidns
+	mkws a
+	mkws b
+	T=$BATS_TEST_TMPDIR
+	# unshare -p --fork without --mount-proc: /proc still shows the parent
+	# namespace, where /proc/2 is another process than this namespace's pid 2.
+	timeout 60 unshare -p --fork sh -c '
+		sleep 300 </dev/null >/dev/null 2>&1 &
+		s=$!
+		"$1" acquire -q --pid $s "$2" >"$3/owner.json" || exit 1
+		"$1" inspect "$2" >"$3/inspect.json" || exit 2
+		kill $s; wait $s
+		"$1" inspect "$2" >"$3/after.json" || exit 3
+		"$1" acquire --pid 4000000 "$4" >/dev/null 2>&1; echo $? >"$3/nopid.rc"' \
+		sh "$WSLOCK" "$(W a)" "$T" "$(W b)" </dev/null 3>&-
+	jq_ok '.identity_policy == "pid-only-fail-closed" and .pid_start_ticks == null' "$(cat "$T/owner.json")"
+	jq_ok '.liveness == "live"' "$(cat "$T/inspect.json")"
+	# Gone in its own namespace (kill(2) asks there): dead, from in there.
+	jq_ok '.liveness == "dead"' "$(cat "$T/after.json")"
+	# A pid that does not exist is still refused without /proc.
+	[ "$(cat "$T/nopid.rc")" = 64 ]
+}
+
 @test "a version 1 document planted by hand is honoured, shown and recovered by its exact bytes" {
 	mkws a b
 	start_sleeper

@@ -168,6 +168,34 @@ static int stamp_write(struct registry *reg, const char *name, struct wsl_error 
 	return 0;
 }
 
+/* Publishes the stamp of a new registry: written whole in staging/ (the
+ * registry's open tmp_fd), then renamed to tmp with RENAME_NOREPLACE, so a
+ * second wslock creating the registry at the same moment never reads a
+ * stamp before its bytes are there. Returns 0, 1 when another process
+ * published one first (ours is removed), -1 with err. A crash before the
+ * rename leaves a file in staging/, which reclaim collects. */
+static int stamp_publish(struct registry *reg, struct wsl_error *err)
+{
+	char name[STAGE_NAME_MAX];
+
+	stage_name(name, "stamp");
+	if (fsx_write_new_file(loc(reg)->tmp_fd, name, STAMP_PREFIX "2\n",
+			       sizeof(STAMP_PREFIX "2\n") - 1, sync_data(reg)) != 0)
+		return wsl_error_errno(err, WSL_IO, errno, "cannot write %s/staging/%s",
+				       reg->path, name);
+	if (renameat2(loc(reg)->tmp_fd, name, loc(reg)->dir_fd, "tmp", RENAME_NOREPLACE) != 0) {
+		int e = errno;
+
+		unlinkat(loc(reg)->tmp_fd, name, 0);
+		if (e == EEXIST)
+			return 1;
+		return wsl_error_errno(err, WSL_IO, e, "cannot stamp %s/tmp", reg->path);
+	}
+	if (sync_commit(reg, loc(reg)->dir_fd) != 0)
+		return wsl_error_errno(err, WSL_IO, errno, "cannot sync %s", reg->path);
+	return 0;
+}
+
 /* ids/.marker, the inode every identity marker links to. */
 static int id_marker_make(struct registry *reg, struct wsl_error *err)
 {
@@ -200,13 +228,14 @@ static int format_open(struct registry *reg, bool create, struct wsl_error *err)
 		    id_marker_make(reg, err) != 0 ||
 		    open_subdir(reg, "staging", true, &loc(reg)->tmp_fd, err) != 0)
 			return -1;
-		if (stamp_write(reg, "tmp", err) != 0) {
-			if (err->sys_errno != EEXIST)
-				return -1;
-			wsl_error_clear(err);	/* another wslock made it first */
+		switch (stamp_publish(reg, err)) {
+		case 0:
+			return 0;
+		case 1:		/* another wslock made it first */
 			return format_open(reg, create, err);
+		default:
+			return -1;
 		}
-		return 0;
 	}
 	if (S_ISDIR(st.st_mode)) {
 		loc(reg)->format = 1;

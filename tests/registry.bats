@@ -329,3 +329,25 @@ assert_refused() {
 	chmod 0600 "$WSLOCK_DIR/staging/crashed.json"
 	run -0 --separate-stderr wsl acquire -n --pid $$ "$(W a)"
 }
+
+@test "many wslock processes creating one registry at the same moment: every one opens it, none sees a half-written stamp" {
+	local round i pids rc fails=0
+	for i in 1 2 3 4 5 6 7 8; do mkws "w$i"; done
+	for round in $(seq 1 25); do
+		local reg=$BATS_TEST_TMPDIR/reg.$round
+		pids=()
+		for i in 1 2 3 4 5 6 7 8; do
+			"$WSLOCK" -d "$reg" run -n "$(W "w$i")" -- true \
+				2>>"$BATS_TEST_TMPDIR/err" &
+			pids+=($!)
+		done
+		for i in "${pids[@]}"; do
+			rc=0
+			wait "$i" || rc=$?
+			[ "$rc" = 0 ] || fails=$((fails + 1))
+		done
+		[ "$(cat "$reg/tmp")" = "wslock registry format 2" ] ||
+			fail "round $round: the stamp is '$(cat "$reg/tmp")'"
+	done
+	[ "$fails" = 0 ] || fail "$fails of 200 first opens failed: $(sort -u "$BATS_TEST_TMPDIR/err" | head -3)"
+}

@@ -7,6 +7,9 @@
 #
 #   make crash-matrix      every CRASH_POINT step x every command (./wslock-test)
 #   make stress            STRESS_N contenders x STRESS_ITER operations, checked
+#                          (as root also through a bind-mount alias, and every
+#                          4th contender in its own pid namespace, every 8th
+#                          under another hostname: STRESS_ALIAS, STRESS_PIDNS)
 #   make fuzz              libFuzzer over the owner parser, FUZZ_SECONDS (60)
 #   make valgrind-check    the core bats files with every wslock under valgrind
 #   make hardening         all four

@@ -10,7 +10,9 @@
 #   - no two intervals on overlapping workspaces (the same, or one below the
 #     other) intersect in time;
 #   - every operation exited as its kind allows (a held interval implies the
-#     command's own status; otherwise only "not now" codes are allowed);
+#     command's own status; otherwise only "not now" codes are allowed;
+#     recover-foreign, a recover of an owner of another pid namespace or
+#     host, must never hold);
 # and prints the counts. Exit 0 when all hold, 1 otherwise.
 set -u
 [ $# -gt 0 ] || { echo "usage: check.sh LOG... | check.sh --self-test" >&2; exit 64; }
@@ -27,6 +29,8 @@ if [ "$1" = --self-test ]; then
 	printf '%s\n' "START /w/b 150 2.0" "END /w/b 160 2.0" "OP run /w/b 0 2.0" >"$d/sibling.log"
 	printf '%s\n' "START /w/a/b/c 120 3.0" "END /w/a/b/c 130 3.0" "OP run /w/a/b/c 0 3.0" >"$d/nested.log"
 	printf '%s\n' "OP run /w/x 65 4.0" >"$d/badexit.log"
+	printf '%s\n' "OP recover-foreign /w/y 69 5.0" "OP recover-foreign /w/y 66 5.1" >"$d/foreign.log"
+	printf '%s\n' "START /w/z 500 6.0" "END /w/z 600 6.0" "OP recover-foreign /w/z 0 6.0" >"$d/foreign-taken.log"
 	"$0" "$d/clean.log" "$d/sibling.log" >/dev/null 2>&1 ||
 		{ echo "check.sh self-test: a clean log was rejected" >&2; exit 1; }
 	if "$0" "$d/clean.log" "$d/sibling-time.log" >/dev/null 2>&1; then
@@ -37,6 +41,11 @@ if [ "$1" = --self-test ]; then
 	fi
 	if "$0" "$d/clean.log" "$d/badexit.log" >/dev/null 2>&1; then
 		echo "check.sh self-test: an unexpected exit status was not caught" >&2; exit 1
+	fi
+	"$0" "$d/clean.log" "$d/foreign.log" >/dev/null 2>&1 ||
+		{ echo "check.sh self-test: a refused recover of a foreign owner was rejected" >&2; exit 1; }
+	if "$0" "$d/clean.log" "$d/foreign-taken.log" >/dev/null 2>&1; then
+		echo "check.sh self-test: a recover that took over a foreign owner was not caught" >&2; exit 1
 	fi
 	echo "check.sh self-test: ok"
 	exit 0
@@ -87,6 +96,11 @@ END {
 			ok = got ? code == 3 : (code == 69 || code == 75)
 		else if (kind == "recover")
 			ok = got ? code == 0 : (code == 65 || code == 66 || code == 75)
+		else if (kind == "recover-foreign")
+			# an owner of another pid namespace or host: never taken
+			# over without --force (69, WSLOCK_LIVENESS_UNKNOWN), unless
+			# it changed meanwhile (65, 66) or its run is still exiting (75)
+			ok = !got && (code == 65 || code == 66 || code == 69 || code == 75)
 		else if (kind == "reclaim" || kind == "recover-none" || kind == "release")
 			ok = code == 0
 		if (kind != "release" && kind != "recover-none" && kind != "reclaim") {
@@ -123,7 +137,7 @@ function overlap(a, b) {
 			m++; as[m] = as[i]; ae[m] = ae[i]; aw[m] = aw[i]; at[m] = at[i]
 			if (overlap(aw[m], w)) {
 				v++
-				if (v <= 20) printf "stress: VIOLATION: %s held %s during [%d, %d] while %s held %s from %d\n", \
+				if (v <= 20) printf "stress: VIOLATION: %s held %s during [%.0f, %.0f] while %s held %s from %.0f\n", \
 					at[m], aw[m], as[m], ae[m], t, w, s > "/dev/stderr"
 			}
 		}

@@ -51,6 +51,7 @@ static void set_message(struct wsl_error *err, enum wsl_code code,
 	err->code = code;
 	err->sys_errno = 0;
 	err->outcome_unknown = false;
+	err->signo = 0;
 	vsnprintf(err->message, sizeof(err->message), fmt, ap);
 }
 

@@ -52,6 +52,9 @@ struct wsl_error {
 	bool outcome_unknown;	/* a write was sent and may or may not have
 				 * been applied (etcd: the connection broke
 				 * after the request went out) */
+	int signo;		/* a wait was ended by this signal, read
+				 * from the caller's signalfd (the caller
+				 * exits 128+signo), or 0 */
 	char *workspace_root;
 	char *holder;
 	char *liveness;

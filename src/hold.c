@@ -130,6 +130,9 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 	int watch = 0, rc;
 	bool watching = false;
 
+	/* A signal also ends a wait for the registry itself (a stopped
+	 * holder of .coordination must not make SIGTERM wait for it). */
+	registry_coord_signals(reg, w->sigfd);
 	for (;;) {
 		struct lock_entry conflict;
 		struct registry_deadline dl;
@@ -233,6 +236,11 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 				break;
 			}
 		}
+	}
+	registry_coord_signals(reg, -1);
+	if (rc < 0 && err->signo > 0) {
+		rc = err->signo;	/* as a signal during the wait below */
+		wsl_error_clear(err);
 	}
 	if (tty && told)
 		fputs("\r\033[K", stderr);	/* clear the status line */

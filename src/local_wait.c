@@ -7,11 +7,14 @@
 #include "platform.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <signal.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <time.h>
@@ -97,10 +100,40 @@ static int coord_busy(struct registry *reg, long holder, struct wsl_error *err)
 			     reg->path, reg->path);
 }
 
+/* Sleeps wait_us (µs) between two tries for the coordination lock, or
+ * until a signal other than SIGCHLD arrives on the caller's signalfd
+ * (registry_coord_signals): then -1 with err->signo. */
+static int coord_pause(struct registry *reg, long wait_us, struct wsl_error *err)
+{
+	struct timespec ts = { 0, wait_us * 1000 };
+	struct pollfd pfd;
+	struct signalfd_siginfo si;
+
+	if (!reg->coord_has_sigfd) {
+		nanosleep(&ts, NULL);
+		return 0;
+	}
+	pfd.fd = reg->coord_sigfd;
+	pfd.events = POLLIN;
+	pfd.revents = 0;
+	if (ppoll(&pfd, 1, &ts, NULL) <= 0 || !(pfd.revents & POLLIN))
+		return 0;
+	if (read(reg->coord_sigfd, &si, sizeof(si)) != (ssize_t)sizeof(si) ||
+	    si.ssi_signo == SIGCHLD)
+		return 0;
+	wsl_error_set(err, WSL_REGISTRY_BUSY,
+		      "signal %u while waiting for %s/.coordination; nothing done",
+		      si.ssi_signo, reg->path);
+	err->signo = (int)si.ssi_signo;
+	return -1;
+}
+
 /* Takes the coordination lock (op LOCK_SH or LOCK_EX), waiting until dl,
  * else until the bound of registry_coord_bound, else as long as it takes.
  * A bounded wait gives a running holder COORD_WAIT_MIN_MS at least and
- * ends at the bound when the holder is stopped. */
+ * ends at the bound when the holder is stopped. With a signalfd
+ * (registry_coord_signals) no wait blocks in flock(2), so a signal ends
+ * it. */
 static int coord_lock(struct registry *reg, int op,
 		      const struct registry_deadline *dl, struct wsl_error *err)
 {
@@ -112,16 +145,15 @@ static int coord_lock(struct registry *reg, int op,
 					     "registry %s was opened read-only", reg->path);
 		return 0;
 	}
-	if (dl == NULL && !reg->coord_bounded) {
+	if (dl == NULL && !reg->coord_bounded && !reg->coord_has_sigfd) {
 		if (fsx_flock(loc(reg)->coord_fd, op) != 0)
 			return wsl_error_errno(err, WSL_IO, errno,
 					       "cannot lock %s/.coordination", reg->path);
 		loc(reg)->coord_held = op;
 		return 0;
 	}
-	bound = dl != NULL ? dl->at_ms : reg->coord_bound_ms;
+	bound = dl != NULL ? dl->at_ms : reg->coord_bounded ? reg->coord_bound_ms : LLONG_MAX;
 	for (long wait_us = 200;; wait_us = wait_us < 20000 ? wait_us * 2 : wait_us) {
-		struct timespec ts;
 		long long now;
 		long holder;
 
@@ -141,9 +173,8 @@ static int coord_lock(struct registry *reg, int op,
 			    now >= first + COORD_WAIT_MIN_MS)
 				return coord_busy(reg, holder, err);
 		}
-		ts.tv_sec = 0;
-		ts.tv_nsec = wait_us * 1000;
-		nanosleep(&ts, NULL);
+		if (coord_pause(reg, wait_us, err) != 0)
+			return -1;
 	}
 }
 

@@ -185,6 +185,12 @@ void registry_coord_bound(struct registry *reg, bool nonblock, long long deadlin
 		(long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 : deadline_ms;
 }
 
+void registry_coord_signals(struct registry *reg, int sigfd)
+{
+	reg->coord_has_sigfd = sigfd >= 0;
+	reg->coord_sigfd = sigfd;
+}
+
 void registry_coord_unlock(struct registry *reg)
 {
 	if (reg->ops->unlock != NULL)

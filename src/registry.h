@@ -64,6 +64,10 @@ struct registry {
 	bool coord_bounded;	/* registry_coord_bound was called: every wait
 				 * for the registry itself ends by */
 	long long coord_bound_ms;	/* this CLOCK_MONOTONIC time (ms) */
+	bool coord_has_sigfd;	/* registry_coord_signals: a wait for the
+				 * registry itself also ends on a signal
+				 * read from coord_sigfd */
+	int coord_sigfd;
 	long long fence;	/* fencing token of the lock last acquired or
 				 * taken over (etcd create revision), 0: none */
 	long long keep_deadline_ms;	/* registry_keepalive: no request may
@@ -157,6 +161,16 @@ int registry_coord_lock(struct registry *reg, int op, struct wsl_error *err);
  * it (from /proc/locks, the kernel's own record). Neither: waits forever.
  */
 void registry_coord_bound(struct registry *reg, bool nonblock, long long deadline_ms);
+
+/*
+ * While sigfd (a signalfd of the caller's blocked signals; -1: none again)
+ * is set, no wait for the registry's coordination lock blocks in the
+ * kernel where that signal could not end it: the wait also ends when a
+ * signal other than SIGCHLD arrives, failing with WSL_REGISTRY_BUSY and
+ * err->signo set (the signal is consumed). Without it, a SIGTERM from a CI
+ * runner stayed pending behind a stopped holder of .coordination forever.
+ */
+void registry_coord_signals(struct registry *reg, int sigfd);
 
 /* Drops the coordination lock. */
 void registry_coord_unlock(struct registry *reg);

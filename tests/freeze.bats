@@ -29,6 +29,13 @@ teardown_coordinator() {
 
 local_setup() { COORD_PID=; }
 
+# sigterm_blocked PID: PID has SIGTERM (15: bit 14) in its blocked mask.
+sigterm_blocked() {
+	local mask
+	mask=$(sed -n 's/^SigBlk:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null) || return 1
+	[ -n "$mask" ] && (( (16#$mask >> 14) & 1 ))
+}
+
 # bounded CMD...: the command, killed (status 124) if it hangs.
 bounded() { timeout -k 5 30 "$@"; }
 
@@ -105,4 +112,29 @@ bounded() { timeout -k 5 30 "$@"; }
 		run -0 --separate-stderr bounded "$WSLOCK" run -n "$(W b)" -- echo ran
 		[ "$output" = ran ] || fail "stdout '$output' stderr '$stderr'"
 	done
+}
+
+@test "SIGTERM ends an unbounded wait for a stopped holder of .coordination (run and acquire: 143, nothing written, the command never runs)" {
+	mkws a
+	stop_coordinator
+	before=$(registry_snapshot)
+	T=$BATS_TEST_TMPDIR
+	for cmd in run acquire; do
+		if [ "$cmd" = run ]; then
+			"$WSLOCK" run "$(W a)" -- touch "$T/RAN" </dev/null >/dev/null 2>"$T/err.$cmd" 3>&- &
+		else
+			"$WSLOCK" acquire --pid $$ "$(W a)" </dev/null >/dev/null 2>"$T/err.$cmd" 3>&- &
+		fi
+		pid=$!
+		track_pid $pid
+		# Only once SIGTERM is blocked (bit 15 of SigBlk) does the signal
+		# test the wait: before that it would kill wslock by default.
+		wait_for "sigterm_blocked $pid" 10 || fail "$cmd never blocked SIGTERM"
+		kill -TERM $pid
+		wait_exit $pid 10 || fail "$cmd did not end on SIGTERM while .coordination is held by a stopped process"
+		[ "$WAIT_STATUS" = 143 ] || fail "$cmd: exit $WAIT_STATUS, want 143: $(cat "$T/err.$cmd")"
+	done
+	[ ! -e "$T/RAN" ] || fail "the command ran"
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+	teardown_coordinator
 }

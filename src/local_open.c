@@ -172,28 +172,42 @@ static int stamp_write(struct registry *reg, const char *name, struct wsl_error 
  * registry's open tmp_fd), then renamed to tmp with RENAME_NOREPLACE, so a
  * second wslock creating the registry at the same moment never reads a
  * stamp before its bytes are there. Returns 0, 1 when another process
- * published one first (ours is removed), -1 with err. A crash before the
- * rename leaves a file in staging/, which reclaim collects. */
+ * published one first (ours is removed), -1 with err. Entries of staging/
+ * are garbage to whoever holds .coordination (reclaim sweeps them), and
+ * this runs outside it: a stamp swept before its rename (ENOENT) is
+ * written again, a few times at most. A crash before the rename leaves a
+ * file in staging/, which reclaim collects. */
 static int stamp_publish(struct registry *reg, struct wsl_error *err)
 {
 	char name[STAGE_NAME_MAX];
+	int e = 0;
 
-	stage_name(name, "stamp");
-	if (fsx_write_new_file(loc(reg)->tmp_fd, name, STAMP_PREFIX "2\n",
-			       sizeof(STAMP_PREFIX "2\n") - 1, sync_data(reg)) != 0)
-		return wsl_error_errno(err, WSL_IO, errno, "cannot write %s/staging/%s",
-				       reg->path, name);
-	if (renameat2(loc(reg)->tmp_fd, name, loc(reg)->dir_fd, "tmp", RENAME_NOREPLACE) != 0) {
-		int e = errno;
-
+	for (int attempt = 0; attempt < 8; attempt++) {
+		stage_name(name, "stamp");
+		if (fsx_write_new_file(loc(reg)->tmp_fd, name, STAMP_PREFIX "2\n",
+				       sizeof(STAMP_PREFIX "2\n") - 1, sync_data(reg)) != 0) {
+			if (errno == ENOENT)
+				continue;
+			return wsl_error_errno(err, WSL_IO, errno,
+					       "cannot write %s/staging/%s",
+					       reg->path, name);
+		}
+		if (renameat2(loc(reg)->tmp_fd, name, loc(reg)->dir_fd, "tmp",
+			      RENAME_NOREPLACE) == 0) {
+			if (sync_commit(reg, loc(reg)->dir_fd) != 0)
+				return wsl_error_errno(err, WSL_IO, errno,
+						       "cannot sync %s", reg->path);
+			return 0;
+		}
+		e = errno;
 		unlinkat(loc(reg)->tmp_fd, name, 0);
 		if (e == EEXIST)
 			return 1;
-		return wsl_error_errno(err, WSL_IO, e, "cannot stamp %s/tmp", reg->path);
+		if (e != ENOENT)
+			break;
 	}
-	if (sync_commit(reg, loc(reg)->dir_fd) != 0)
-		return wsl_error_errno(err, WSL_IO, errno, "cannot sync %s", reg->path);
-	return 0;
+	return wsl_error_errno(err, WSL_IO, e != 0 ? e : ENOENT, "cannot stamp %s/tmp",
+			       reg->path);
 }
 
 /* ids/.marker, the inode every identity marker links to. */

@@ -32,21 +32,7 @@ need() {
 	command -v "$1" >/dev/null 2>&1 || die "$1 not found (apt-get install etcd-server etcd-client)"
 }
 
-# A TCP port on 127.0.0.1 that nothing listens on and that is not in $taken.
-free_port() {
-	tries=0
-	while :; do
-		tries=$((tries + 1))
-		[ "$tries" -le 200 ] || die "no free port found"
-		p=$(( ($(od -An -N2 -tu2 /dev/urandom) % 30000) + 20000 ))
-		case " $taken " in *" $p "*) continue ;; esac
-		if ! ss -Hltn "sport = :$p" | grep -q .; then
-			taken="$taken $p"
-			echo "$p"
-			return
-		fi
-	done
-}
+. "$(dirname "$0")/ports.sh"
 
 member_pid() {
 	f="$1/member-$2/pid"
@@ -149,8 +135,12 @@ cmd_start() {
 			m="$dir/member-$i"
 			mkdir -p "$m"
 			chmod 700 "$m"
-			echo "http://127.0.0.1:$(free_port)" >"$m/client"
-			echo "http://127.0.0.1:$(free_port)" >"$m/peer"
+			port=$(free_port)
+			taken="$taken $port"
+			echo "http://127.0.0.1:$port" >"$m/client"
+			port=$(free_port)
+			taken="$taken $port"
+			echo "http://127.0.0.1:$port" >"$m/peer"
 			cluster="${cluster:+$cluster,}m$i=$(cat "$m/peer")"
 			endpoints="${endpoints:+$endpoints,}$(cat "$m/client")"
 			i=$((i + 1))

@@ -27,18 +27,7 @@ die() {
 	exit 1
 }
 
-free_port() {
-	tries=0
-	while :; do
-		tries=$((tries + 1))
-		[ "$tries" -le 200 ] || die "no free port found"
-		p=$(( ($(od -An -N2 -tu2 /dev/urandom) % 30000) + 20000 ))
-		if ! ss -Hltn "sport = :$p" | grep -q .; then
-			echo "$p"
-			return
-		fi
-	done
-}
+. "$(dirname "$0")/ports.sh"
 
 alive() {
 	[ -n "$1" ] || return 1

@@ -148,6 +148,21 @@ real() {
 
 wsl() { timeout -k 5 120 "$W" "$@"; }
 
+# recover_own: a contender in a pid namespace of its own recovers at once
+# the lock its last operation left (retained, or dead with its subshell), as
+# an operation of its own: to everyone else that owner's liveness is
+# unknown, and a waiter would sit out its whole -w. Logs the operation that
+# left it, then sets kind, tag and st (the contender's locals) for the
+# recover.
+recover_own() {
+	echo "OP $kind $ws $st $tag" >>"$log"
+	kind=recover tag=$tag.r
+	wsl inspect --owner "$ws" >"$S/logs/$id.expected" 2>/dev/null
+	wsl recover -q --expected-owner "$S/logs/$id.expected" "$ws" -- \
+		"$STAMP" hold "$log" "$ws" "$tag" "$HOLD_MS" </dev/null >/dev/null 2>>"$S/logs/$id.err"
+	st=$?
+}
+
 # contender ID: ITER operations; its log is $S/logs/ID.log.
 contender() {
 	local id=$1 log=$S/logs/$1.log j r ws arg tag st out tok kind me
@@ -192,16 +207,8 @@ contender() {
 			wsl run -q --retain-on-failure -w "$WAIT" "$arg" -- sh -c '"$0" hold "$1" "$2" "$3" "$4"; exit 3' \
 				"$STAMP" "$log" "$ws" "$tag" "$HOLD_MS" </dev/null >/dev/null 2>>"$S/logs/$id.err"
 			st=$?
-			# In a namespace of its own, the retained lock is recovered
-			# at once by its contender, as its own op (see abandon).
-			if [ -n "$CONTENDER" ] && [ "$st" = 3 ]; then
-				echo "OP $kind $ws $st $tag" >>"$log"
-				kind=recover tag=$tag.r
-				wsl inspect --owner "$ws" >"$S/logs/$id.expected" 2>/dev/null
-				wsl recover -q --expected-owner "$S/logs/$id.expected" "$ws" -- \
-					"$STAMP" hold "$log" "$ws" "$tag" "$HOLD_MS" </dev/null >/dev/null 2>>"$S/logs/$id.err"
-				st=$?
-			fi
+			# In a namespace of its own: the retained lock (recover_own).
+			[ -n "$CONTENDER" ] && [ "$st" = 3 ] && recover_own
 		elif ((r < 55)) || ((r >= 88 && r < 95)); then
 			kind=acquire
 			((r >= 88)) && kind=reclaim-dead
@@ -226,17 +233,8 @@ contender() {
 				exit "$st"
 			)
 			st=$?
-			# In a namespace of its own, the dead owner is of unknown
-			# liveness to everyone else (a waiter would wait its whole
-			# -w): the contender recovers it at once, as its own op.
-			if [ -n "$CONTENDER" ] && [ "$st" = 0 ]; then
-				echo "OP $kind $ws $st $tag" >>"$log"
-				kind=recover tag=$tag.r
-				wsl inspect --owner "$ws" >"$S/logs/$id.expected" 2>/dev/null
-				wsl recover -q --expected-owner "$S/logs/$id.expected" "$ws" -- \
-					"$STAMP" hold "$log" "$ws" "$tag" "$HOLD_MS" </dev/null >/dev/null 2>>"$S/logs/$id.err"
-				st=$?
-			fi
+			# In a namespace of its own: the dead owner (recover_own).
+			[ -n "$CONTENDER" ] && [ "$st" = 0 ] && recover_own
 		elif ((r < 80)); then
 			kind=recover
 			# Mostly a candidate of this contender's own namespace and

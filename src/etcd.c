@@ -1,4 +1,9 @@
-/* etcd.c - etcd v3 through its JSON gateway, with libcurl and jansson.
+/* etcd.c - etcd v3 through its JSON gateway, with libcurl and jansson:
+ * loading libcurl, the client and its endpoints, authentication, and the
+ * transport (one request at the endpoints in failover order).  The KV,
+ * txn and lease requests are in etcd_kv.c, the watch stream in
+ * etcd_watch.c; etcd_impl.h is what the three share.
+ *
  *
  * Every call is one POST of a JSON document to BASE/v3/..., answered by one
  * JSON document (the watch and lease keepalive calls are gRPC streams: the
@@ -17,7 +22,7 @@
  * Failover and its limits for writes are described in etcd.h.  The one piece
  * of global state is libcurl's own, initialised once in etcd_open.
  */
-#include "etcd.h"
+#include "etcd_impl.h"
 #include "platform.h"
 
 #include <errno.h>
@@ -29,14 +34,7 @@
 #include <string.h>
 #include <time.h>
 
-/* libcurl's type-checking macros would wrap the calls below; the calls go
- * through function pointers instead (see curl_load). */
-#define CURL_DISABLE_TYPECHECK 1
-#include <curl/curl.h>
 #include <dlfcn.h>
-#include <jansson.h>
-
-#include "crypto.h"
 
 /*
  * libcurl is loaded with dlopen(3) when the etcd backend is first used,
@@ -45,31 +43,7 @@
  * bench/RESULTS.md), while only --backend etcd needs them. The functions
  * are called through this table; the names below are macros for it.
  */
-static struct {
-	CURLcode (*global_init)(long flags);
-	CURL *(*easy_init)(void);
-	CURLcode (*easy_setopt)(CURL *h, CURLoption opt, ...);
-	CURLcode (*easy_perform)(CURL *h);
-	CURLcode (*easy_getinfo)(CURL *h, CURLINFO info, ...);
-	void (*easy_reset)(CURL *h);
-	void (*easy_cleanup)(CURL *h);
-	const char *(*easy_strerror)(CURLcode code);
-	struct curl_slist *(*slist_append)(struct curl_slist *l, const char *s);
-	void (*slist_free_all)(struct curl_slist *l);
-} curlf;
-
-#define curl_global_init curlf.global_init
-#define curl_easy_init curlf.easy_init
-#undef curl_easy_setopt
-#undef curl_easy_getinfo
-#define curl_easy_setopt curlf.easy_setopt
-#define curl_easy_perform curlf.easy_perform
-#define curl_easy_getinfo curlf.easy_getinfo
-#define curl_easy_reset curlf.easy_reset
-#define curl_easy_cleanup curlf.easy_cleanup
-#define curl_easy_strerror curlf.easy_strerror
-#define curl_slist_append curlf.slist_append
-#define curl_slist_free_all curlf.slist_free_all
+struct curl_fns curlf;
 
 /* Loads libcurl.so.4 and fills curlf; returns 0 or -1 with
  * WSL_BACKEND_UNAVAILABLE naming what is missing. */
@@ -116,34 +90,6 @@ static int curl_load(struct wsl_error *err)
 	return 0;
 }
 
-#define URL_MAX 1024		/* bytes of one endpoint base URL */
-#define FAIL_MAX 900		/* bytes of the collected per-endpoint failures */
-
-struct etcd_client {
-	char *urls[ETCD_MAX_ENDPOINTS];
-	size_t n_urls;
-	size_t current;		/* index of the endpoint that last worked */
-	long timeout_ms;
-	long long deadline_ms;	/* CLOCK_MONOTONIC; 0: none (etcd_set_deadline) */
-	char *cacert, *cert, *key;	/* TLS files (etcd_set_tls), or NULL */
-	char *user, *password;		/* etcd auth (etcd_set_auth), or NULL */
-	bool authenticated;		/* the headers carry a token */
-	bool authenticating;
-	CURL *curl;
-	struct curl_slist *headers;
-	struct curl_slist *watch_headers;
-	char curl_err[CURL_ERROR_SIZE];
-};
-
-/* A response body, at most ETCD_MAX_RESPONSE bytes. */
-struct body {
-	char *data;
-	size_t len;
-	size_t cap;
-	bool too_large;
-	bool no_memory;
-};
-
 /* How one attempt at one endpoint ended. */
 enum attempt_end {
 	ATTEMPT_OK,
@@ -151,23 +97,9 @@ enum attempt_end {
 	ATTEMPT_STOP,		/* final: etcd's verdict, or unsafe to resend */
 };
 
-/* The state of a watch stream while it is being read. */
-struct watch {
-	struct body buf;
-	bool created;
-	bool changed;
-	bool failed;
-	enum wsl_code code;
-	char message[512];
-};
-
 static bool curl_ready;
 
-/* Appends to a fixed buffer, silently cutting at its end. */
-static void append(char *buf, size_t cap, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void append(char *buf, size_t cap, const char *fmt, ...)
+void append(char *buf, size_t cap, const char *fmt, ...)
 {
 	size_t used = strnlen(buf, cap);
 	va_list ap;
@@ -334,9 +266,6 @@ static struct curl_slist *with_token(struct curl_slist *list, const char *token)
 	return curl_slist_append(n, line);
 }
 
-static int call(struct etcd_client *c, const char *path, json_t *req,
-		bool may_apply, json_t **doc, struct wsl_error *err);
-
 /* Gets a token for c->user (POST /v3/auth/authenticate) and puts it into
  * every request's headers. */
 static int authenticate(struct etcd_client *c, struct wsl_error *err)
@@ -411,7 +340,7 @@ const char *etcd_endpoint(const struct etcd_client *c)
 
 /* ---- transport ------------------------------------------------------- */
 
-static int body_add(struct body *b, const char *data, size_t n)
+int body_add(struct body *b, const char *data, size_t n)
 {
 	size_t cap;
 	char *p;
@@ -450,7 +379,7 @@ static size_t write_body(char *data, size_t size, size_t nmemb, void *arg)
  * by timeout_ms and the connection by connect_ms, the response to fn(arg).
  * The connections of earlier transfers survive curl_easy_reset.
  */
-static void prepare(struct etcd_client *c, const char *url,
+void prepare(struct etcd_client *c, const char *url,
 		    struct curl_slist *headers, const char *body, size_t len,
 		    long timeout_ms, long connect_ms,
 		    size_t (*fn)(char *, size_t, size_t, void *), void *arg)
@@ -483,7 +412,7 @@ static void prepare(struct etcd_client *c, const char *url,
 		curl_easy_setopt(h, CURLOPT_SSLKEY, c->key);
 }
 
-static bool transient_grpc(long long code)
+bool transient_grpc(long long code)
 {
 	/* CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED,
 	 * UNAVAILABLE */
@@ -504,7 +433,7 @@ static bool refused_before_proposal(const char *message)
  * returns true.  Unary: {"error":"...","message":"...","code":N}; stream:
  * {"error":{"grpc_code":N,"message":"..."}}.
  */
-static bool gateway_error(json_t *doc, long long *code, const char **message)
+bool gateway_error(json_t *doc, long long *code, const char **message)
 {
 	json_t *e = json_object_get(doc, "error");
 	json_t *m, *n;
@@ -637,7 +566,7 @@ out:
  * (see etcd.h for what that restricts).  Returns 0 with *doc the response
  * object (json_decref it), or -1 with err filled.
  */
-static int call(struct etcd_client *c, const char *path, json_t *req,
+int call(struct etcd_client *c, const char *path, json_t *req,
 		bool may_apply, json_t **doc, struct wsl_error *err)
 {
 	char failures[FAIL_MAX] = "";
@@ -704,723 +633,4 @@ static int call(struct etcd_client *c, const char *path, json_t *req,
 	free(text);
 	return wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,
 			     "no etcd endpoint could serve %s: %s", path, failures);
-}
-
-/* ---- JSON fields ----------------------------------------------------- */
-
-static int set_bytes(json_t *o, const char *name, const char *p, size_t len)
-{
-	char *b64 = crypto_base64_encode(p, len);
-	int rc;
-
-	if (b64 == NULL)
-		return -1;
-	rc = json_object_set_new(o, name, json_string(b64));
-	free(b64);
-	return rc;
-}
-
-static int set_int64(json_t *o, const char *name, long long v)
-{
-	char buf[32];
-
-	snprintf(buf, sizeof(buf), "%lld", v);
-	return json_object_set_new(o, name, json_string(buf));
-}
-
-/* An int64 field: absent or null is 0; a decimal string or a JSON integer. */
-static int get_int64(json_t *o, const char *name, long long *out)
-{
-	json_t *v = json_object_get(o, name);
-	const char *s, *p;
-	char *end;
-	size_t len;
-
-	*out = 0;
-	if (v == NULL || json_is_null(v))
-		return 0;
-	if (json_is_integer(v)) {
-		*out = json_integer_value(v);
-		return 0;
-	}
-	if (!json_is_string(v))
-		return -1;
-	s = json_string_value(v);
-	len = json_string_length(v);
-	p = s[0] == '-' ? s + 1 : s;
-	if (len == 0 || len > 20 || *p < '0' || *p > '9')
-		return -1;
-	errno = 0;
-	*out = strtoll(s, &end, 10);
-	if (errno != 0 || end != s + len) {
-		*out = 0;
-		return -1;
-	}
-	return 0;
-}
-
-static int get_bool(json_t *o, const char *name, bool *out)
-{
-	json_t *v = json_object_get(o, name);
-
-	*out = false;
-	if (v == NULL || json_is_null(v))
-		return 0;
-	if (!json_is_boolean(v))
-		return -1;
-	*out = json_is_true(v);
-	return 0;
-}
-
-/* A bytes field as a new NUL-terminated buffer; absent is empty. */
-static int get_bytes(json_t *o, const char *name, char **out, size_t *len)
-{
-	json_t *v = json_object_get(o, name);
-
-	if (v == NULL || json_is_null(v)) {
-		*out = strdup("");
-		*len = 0;
-		return *out == NULL ? -1 : 0;
-	}
-	if (!json_is_string(v))
-		return -1;
-	return crypto_base64_decode(json_string_value(v), json_string_length(v),
-				    out, len);
-}
-
-static int malformed(struct etcd_client *c, const char *path, const char *what,
-		     struct wsl_error *err)
-{
-	return wsl_error_set(err, WSL_IO, "malformed etcd response to %s from %s: %s",
-			     path, etcd_endpoint(c), what);
-}
-
-/* The response header's store revision: etcd always sends the header, and
- * the revision is at least 1 (that of the empty store). */
-static int get_revision(json_t *doc, long long *rev)
-{
-	json_t *h = json_object_get(doc, "header");
-
-	if (!json_is_object(h) || get_int64(h, "revision", rev) < 0 || *rev < 1) {
-		*rev = 0;
-		return -1;
-	}
-	return 0;
-}
-
-static int parse_kv(json_t *o, struct etcd_kv *kv)
-{
-	memset(kv, 0, sizeof(*kv));
-	if (!json_is_object(o) ||
-	    get_bytes(o, "key", &kv->key, &kv->key_len) < 0 ||
-	    get_bytes(o, "value", &kv->value, &kv->value_len) < 0 ||
-	    get_int64(o, "create_revision", &kv->create_revision) < 0 ||
-	    get_int64(o, "mod_revision", &kv->mod_revision) < 0 ||
-	    get_int64(o, "version", &kv->version) < 0 ||
-	    get_int64(o, "lease", &kv->lease) < 0) {
-		free(kv->key);
-		free(kv->value);
-		memset(kv, 0, sizeof(*kv));
-		return -1;
-	}
-	return 0;
-}
-
-void etcd_kvs_free(struct etcd_kv *kvs, size_t n)
-{
-	size_t i;
-
-	if (kvs == NULL)
-		return;
-	for (i = 0; i < n; i++) {
-		free(kvs[i].key);
-		free(kvs[i].value);
-	}
-	free(kvs);
-}
-
-/* A RangeResponse's kvs, count and more. */
-static int parse_range(json_t *o, struct etcd_kv **kvs, size_t *n,
-		       long long *count, bool *more)
-{
-	json_t *arr = json_object_get(o, "kvs");
-	size_t i, len;
-
-	*kvs = NULL;
-	*n = 0;
-	if (get_int64(o, "count", count) < 0 || get_bool(o, "more", more) < 0)
-		return -1;
-	if (arr == NULL || json_is_null(arr))
-		return 0;
-	if (!json_is_array(arr))
-		return -1;
-	len = json_array_size(arr);
-	if (len == 0)
-		return 0;
-	*kvs = calloc(len, sizeof(**kvs));
-	if (*kvs == NULL)
-		return -1;
-	for (i = 0; i < len; i++) {
-		if (parse_kv(json_array_get(arr, i), &(*kvs)[i]) < 0) {
-			etcd_kvs_free(*kvs, i);
-			*kvs = NULL;
-			return -1;
-		}
-	}
-	*n = len;
-	return 0;
-}
-
-/* ---- requests -------------------------------------------------------- */
-
-size_t etcd_prefix_end(const char *prefix, size_t len, char *out)
-{
-	size_t n = len;
-
-	while (n > 0 && (unsigned char)prefix[n - 1] == 0xff)
-		n--;
-	if (n == 0) {
-		out[0] = '\0';
-		return 1;
-	}
-	memcpy(out, prefix, n);
-	out[n - 1] = (char)((unsigned char)out[n - 1] + 1);
-	return n;
-}
-
-/* Sets key and, when given, range_end on o. */
-static int set_range(json_t *o, const char *key, size_t key_len,
-		     const char *range_end, size_t range_end_len)
-{
-	if (set_bytes(o, "key", key, key_len) < 0)
-		return -1;
-	if (range_end != NULL &&
-	    set_bytes(o, "range_end", range_end, range_end_len) < 0)
-		return -1;
-	return 0;
-}
-
-static json_t *range_request(const char *key, size_t key_len,
-			     const char *range_end, size_t range_end_len,
-			     long limit)
-{
-	json_t *o = json_object();
-
-	if (o == NULL || set_range(o, key, key_len, range_end, range_end_len) < 0 ||
-	    (limit > 0 && set_int64(o, "limit", limit) < 0)) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
-}
-
-int etcd_range(struct etcd_client *c, const char *key, size_t key_len,
-	       const char *range_end, size_t range_end_len, long limit,
-	       struct etcd_kv **kvs, size_t *n, long long *header_revision,
-	       struct wsl_error *err)
-{
-	json_t *doc;
-	long long rev, count;
-	bool more;
-
-	*kvs = NULL;
-	*n = 0;
-	if (limit < 0)
-		return wsl_error_set(err, WSL_INTERNAL, "negative etcd range limit");
-	if (call(c, "/v3/kv/range",
-		 range_request(key, key_len, range_end, range_end_len, limit),
-		 false, &doc, err) < 0)
-		return -1;
-	if (get_revision(doc, &rev) < 0 ||
-	    parse_range(doc, kvs, n, &count, &more) < 0) {
-		json_decref(doc);
-		return malformed(c, "/v3/kv/range", "bad header or kvs", err);
-	}
-	json_decref(doc);
-	if (header_revision != NULL)
-		*header_revision = rev;
-	return 0;
-}
-
-static const char *const target_names[] = {
-	[ETCD_TARGET_VERSION] = "VERSION",
-	[ETCD_TARGET_CREATE] = "CREATE",
-	[ETCD_TARGET_MOD] = "MOD",
-	[ETCD_TARGET_VALUE] = "VALUE",
-	[ETCD_TARGET_LEASE] = "LEASE",
-};
-
-static const char *const target_fields[] = {
-	[ETCD_TARGET_VERSION] = "version",
-	[ETCD_TARGET_CREATE] = "create_revision",
-	[ETCD_TARGET_MOD] = "mod_revision",
-	[ETCD_TARGET_VALUE] = "value",
-	[ETCD_TARGET_LEASE] = "lease",
-};
-
-static const char *const cmp_names[] = {
-	[ETCD_CMP_EQUAL] = "EQUAL",
-	[ETCD_CMP_NOT_EQUAL] = "NOT_EQUAL",
-	[ETCD_CMP_GREATER] = "GREATER",
-	[ETCD_CMP_LESS] = "LESS",
-};
-
-static json_t *compare_json(const struct etcd_compare *k)
-{
-	json_t *o = json_object();
-	int rc;
-
-	if (o == NULL || (unsigned)k->target > ETCD_TARGET_LEASE ||
-	    (unsigned)k->cmp > ETCD_CMP_LESS)
-		goto fail;
-	if (set_range(o, k->key, k->key_len, k->range_end, k->range_end_len) < 0 ||
-	    json_object_set_new(o, "target",
-				json_string(target_names[k->target])) < 0 ||
-	    json_object_set_new(o, "result", json_string(cmp_names[k->cmp])) < 0)
-		goto fail;
-	if (k->target == ETCD_TARGET_VALUE)
-		rc = set_bytes(o, "value", k->value ? k->value : "", k->value_len);
-	else
-		rc = set_int64(o, target_fields[k->target], k->number);
-	if (rc < 0)
-		goto fail;
-	return o;
-fail:
-	json_decref(o);
-	return NULL;
-}
-
-static json_t *op_json(const struct etcd_op *op)
-{
-	json_t *o = json_object(), *wrap = json_object();
-	const char *name;
-
-	if (o == NULL || wrap == NULL)
-		goto fail;
-	switch (op->type) {
-	case ETCD_OP_RANGE:
-		name = "request_range";
-		if (set_range(o, op->key, op->key_len, op->range_end,
-			      op->range_end_len) < 0 ||
-		    (op->limit > 0 && set_int64(o, "limit", op->limit) < 0))
-			goto fail;
-		break;
-	case ETCD_OP_PUT:
-		name = "request_put";
-		if (set_bytes(o, "key", op->key, op->key_len) < 0 ||
-		    set_bytes(o, "value", op->value ? op->value : "",
-			      op->value_len) < 0 ||
-		    (op->lease != 0 && set_int64(o, "lease", op->lease) < 0))
-			goto fail;
-		break;
-	case ETCD_OP_DELETE:
-		name = "request_delete_range";
-		if (set_range(o, op->key, op->key_len, op->range_end,
-			      op->range_end_len) < 0)
-			goto fail;
-		break;
-	default:
-		goto fail;
-	}
-	if (json_object_set_new(wrap, name, o) < 0) {
-		json_decref(wrap);
-		return NULL;
-	}
-	return wrap;
-fail:
-	json_decref(o);
-	json_decref(wrap);
-	return NULL;
-}
-
-static int add_ops(json_t *req, const char *name, const struct etcd_op *ops,
-		   size_t n, bool *writes)
-{
-	json_t *arr;
-	size_t i;
-
-	if (n == 0)
-		return 0;
-	arr = json_array();
-	if (json_object_set_new(req, name, arr) < 0)
-		return -1;
-	for (i = 0; i < n; i++) {
-		if (ops[i].type != ETCD_OP_RANGE)
-			*writes = true;
-		if (json_array_append_new(arr, op_json(&ops[i])) < 0)
-			return -1;
-	}
-	return 0;
-}
-
-static json_t *txn_request(const struct etcd_txn *t, bool *writes)
-{
-	json_t *req = json_object(), *arr;
-	size_t i;
-
-	*writes = false;
-	if (req == NULL)
-		return NULL;
-	if (t->n_compare > 0) {
-		arr = json_array();
-		if (json_object_set_new(req, "compare", arr) < 0)
-			goto fail;
-		for (i = 0; i < t->n_compare; i++)
-			if (json_array_append_new(arr,
-						  compare_json(&t->compare[i])) < 0)
-				goto fail;
-	}
-	if (add_ops(req, "success", t->success, t->n_success, writes) < 0 ||
-	    add_ops(req, "failure", t->failure, t->n_failure, writes) < 0)
-		goto fail;
-	return req;
-fail:
-	json_decref(req);
-	return NULL;
-}
-
-void etcd_txn_result_free(struct etcd_txn_result *res)
-{
-	size_t i;
-
-	if (res == NULL)
-		return;
-	for (i = 0; i < res->n_ops; i++)
-		etcd_kvs_free(res->ops[i].kvs, res->ops[i].n_kvs);
-	free(res->ops);
-	memset(res, 0, sizeof(*res));
-}
-
-/* The responses array of a TxnResponse, checked against the branch run. */
-static int parse_txn_responses(json_t *doc, const struct etcd_op *ops,
-			       size_t n_ops, struct etcd_txn_result *res)
-{
-	static const char *const names[] = {
-		[ETCD_OP_RANGE] = "response_range",
-		[ETCD_OP_PUT] = "response_put",
-		[ETCD_OP_DELETE] = "response_delete_range",
-	};
-	json_t *arr = json_object_get(doc, "responses"), *r;
-	struct etcd_op_result *op;
-	size_t i, n = 0;
-
-	if (arr != NULL && !json_is_null(arr)) {
-		if (!json_is_array(arr))
-			return -1;
-		n = json_array_size(arr);
-	}
-	if (n != n_ops)
-		return -1;
-	if (n == 0)
-		return 0;
-	res->ops = calloc(n, sizeof(*res->ops));
-	if (res->ops == NULL)
-		return -1;
-	for (i = 0; i < n; i++) {
-		op = &res->ops[i];
-		op->type = ops[i].type;
-		res->n_ops = i + 1;
-		r = json_object_get(json_array_get(arr, i), names[op->type]);
-		if (!json_is_object(r))
-			return -1;
-		if (op->type == ETCD_OP_RANGE &&
-		    parse_range(r, &op->kvs, &op->n_kvs, &op->count,
-				&op->more) < 0)
-			return -1;
-		if (op->type == ETCD_OP_DELETE &&
-		    get_int64(r, "deleted", &op->count) < 0)
-			return -1;
-	}
-	return 0;
-}
-
-int etcd_txn(struct etcd_client *c, const struct etcd_txn *t, bool *succeeded,
-	     struct etcd_txn_result *res, struct wsl_error *err)
-{
-	struct etcd_txn_result local = { 0 };
-	json_t *req, *doc;
-	bool writes;
-
-	*succeeded = false;
-	if (res != NULL)
-		memset(res, 0, sizeof(*res));
-	req = txn_request(t, &writes);
-	/* a txn of compares and ranges alone is resent like a range */
-	if (call(c, "/v3/kv/txn", req, writes, &doc, err) < 0)
-		return -1;
-	if (get_bool(doc, "succeeded", succeeded) < 0 ||
-	    get_revision(doc, &local.revision) < 0 ||
-	    parse_txn_responses(doc, *succeeded ? t->success : t->failure,
-				*succeeded ? t->n_success : t->n_failure,
-				&local) < 0) {
-		json_decref(doc);
-		etcd_txn_result_free(&local);
-		*succeeded = false;
-		return malformed(c, "/v3/kv/txn", "bad succeeded, header or responses",
-				 err);
-	}
-	json_decref(doc);
-	if (res != NULL)
-		*res = local;
-	else
-		etcd_txn_result_free(&local);
-	return 0;
-}
-
-static json_t *lease_request(const char *field, long long v)
-{
-	json_t *o = json_object();
-
-	if (o == NULL || set_int64(o, field, v) < 0) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
-}
-
-int etcd_lease_grant(struct etcd_client *c, long long ttl_s,
-		     long long *lease_id, long long *granted_ttl_s,
-		     struct wsl_error *err)
-{
-	json_t *doc;
-	long long id, ttl, rev;
-
-	*lease_id = 0;
-	if (ttl_s < 1 || ttl_s > 9000000000LL)
-		return wsl_error_set(err, WSL_INTERNAL,
-				     "etcd lease ttl %lld s out of range", ttl_s);
-	/* a second grant after an unanswered first one leaves at most an
-	 * orphan lease without keys, which expires: safe to resend */
-	if (call(c, "/v3/lease/grant", lease_request("TTL", ttl_s), false, &doc,
-		 err) < 0)
-		return -1;
-	if (get_revision(doc, &rev) < 0 || get_int64(doc, "ID", &id) < 0 ||
-	    get_int64(doc, "TTL", &ttl) < 0 || id == 0 || ttl <= 0) {
-		json_decref(doc);
-		return malformed(c, "/v3/lease/grant", "bad ID or TTL", err);
-	}
-	json_decref(doc);
-	*lease_id = id;
-	if (granted_ttl_s != NULL)
-		*granted_ttl_s = ttl;
-	return 0;
-}
-
-int etcd_lease_keepalive(struct etcd_client *c, long long lease_id,
-			 long long *ttl_left_s, struct wsl_error *err)
-{
-	json_t *doc, *result;
-	long long id, ttl, rev;
-
-	*ttl_left_s = 0;
-	/* a bidirectional stream: the gateway sends the one request, relays
-	 * the one answer as {"result":{...}} and ends the stream */
-	if (call(c, "/v3/lease/keepalive", lease_request("ID", lease_id), false,
-		 &doc, err) < 0)
-		return -1;
-	result = json_object_get(doc, "result");
-	if (!json_is_object(result) || get_revision(result, &rev) < 0 ||
-	    get_int64(result, "ID", &id) < 0 ||
-	    get_int64(result, "TTL", &ttl) < 0 || id != lease_id) {
-		json_decref(doc);
-		return malformed(c, "/v3/lease/keepalive", "bad result", err);
-	}
-	json_decref(doc);
-	*ttl_left_s = ttl > 0 ? ttl : 0;
-	return 0;
-}
-
-int etcd_lease_revoke(struct etcd_client *c, long long lease_id,
-		      struct wsl_error *err)
-{
-	json_t *doc;
-
-	/* revoking twice ends the same way, so it is resent like a read */
-	if (call(c, "/v3/lease/revoke", lease_request("ID", lease_id), false,
-		 &doc, err) < 0) {
-		if (err != NULL && err->code == WSL_IO &&
-		    strstr(err->message, "requested lease not found") != NULL) {
-			wsl_error_clear(err);
-			return 0;
-		}
-		return -1;
-	}
-	json_decref(doc);
-	return 0;
-}
-
-/* ---- watch ----------------------------------------------------------- */
-
-/*
- * Looks at one line of the watch stream: {"result":{"created":true}} first,
- * then {"result":{"events":[...]}} or {"result":{"canceled":true,
- * "compact_revision":N,"cancel_reason":...}}, or {"error":{...}}.
- */
-static void watch_line(struct watch *w, const char *line, size_t len)
-{
-	json_t *doc, *r, *events;
-	json_error_t jerr;
-	long long code, compact;
-	const char *message;
-	bool created, canceled;
-
-	while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' '))
-		len--;
-	if (len == 0)
-		return;
-	doc = json_loadb(line, len, 0, &jerr);
-	if (doc != NULL && gateway_error(doc, &code, &message)) {
-		w->failed = true;
-		w->code = transient_grpc(code) ? WSL_BACKEND_UNAVAILABLE : WSL_IO;
-		snprintf(w->message, sizeof(w->message),
-			 "%s (grpc code %lld)", message, code);
-		json_decref(doc);
-		return;
-	}
-	r = json_object_get(doc, "result");
-	events = json_object_get(r, "events");
-	if (!json_is_object(r) || get_bool(r, "created", &created) < 0 ||
-	    get_bool(r, "canceled", &canceled) < 0 ||
-	    get_int64(r, "compact_revision", &compact) < 0 ||
-	    (events != NULL && !json_is_array(events))) {
-		w->failed = true;
-		w->code = WSL_IO;
-		snprintf(w->message, sizeof(w->message),
-			 "malformed watch response");
-		json_decref(doc);
-		return;
-	}
-	if (created)
-		w->created = true;
-	if (json_array_size(events) > 0 || (canceled && compact > 0)) {
-		w->changed = true;
-	} else if (canceled) {
-		message = json_string_value(json_object_get(r, "cancel_reason"));
-		w->failed = true;
-		w->code = WSL_BACKEND_UNAVAILABLE;
-		snprintf(w->message, sizeof(w->message), "watch canceled: %s",
-			 message && message[0] ? message : "no reason given");
-	}
-	json_decref(doc);
-}
-
-/* Collects the stream and stops the transfer (returns 0) as soon as a
- * change or a failure is seen. */
-static size_t write_watch(char *data, size_t size, size_t nmemb, void *arg)
-{
-	struct watch *w = arg;
-	size_t n = size * nmemb;
-	char *nl;
-
-	if (body_add(&w->buf, data, n) < 0)
-		return 0;
-	while (!w->changed && !w->failed &&
-	       (nl = memchr(w->buf.data, '\n', w->buf.len)) != NULL) {
-		watch_line(w, w->buf.data, (size_t)(nl - w->buf.data));
-		w->buf.len -= (size_t)(nl + 1 - w->buf.data);
-		memmove(w->buf.data, nl + 1, w->buf.len + 1);
-	}
-	return w->changed || w->failed ? 0 : n;
-}
-
-static json_t *watch_request(const char *key, size_t key_len,
-			     const char *range_end, size_t range_end_len,
-			     long long after_revision)
-{
-	json_t *o = json_object(), *wrap = json_object();
-
-	if (o == NULL || wrap == NULL ||
-	    set_range(o, key, key_len, range_end, range_end_len) < 0 ||
-	    (after_revision > 0 &&
-	     set_int64(o, "start_revision", after_revision + 1) < 0) ||
-	    json_object_set(wrap, "create_request", o) < 0) {
-		json_decref(o);
-		json_decref(wrap);
-		return NULL;
-	}
-	json_decref(o);
-	return wrap;
-}
-
-int etcd_wait_change(struct etcd_client *c, const char *key, size_t key_len,
-		     const char *range_end, size_t range_end_len,
-		     long long after_revision, long timeout_ms,
-		     struct wsl_error *err)
-{
-	char failures[FAIL_MAX] = "";
-	char url[URL_MAX + 64];
-	long long deadline, left;
-	struct watch w;
-	json_t *req;
-	char *text;
-	CURLcode rc;
-	size_t i, idx;
-
-	if (timeout_ms <= 0 || after_revision < 0 || after_revision == LLONG_MAX)
-		return wsl_error_set(err, WSL_INTERNAL,
-				     "bad etcd watch timeout or revision");
-	req = watch_request(key, key_len, range_end, range_end_len,
-			    after_revision);
-	text = req ? json_dumps(req, JSON_COMPACT) : NULL;
-	json_decref(req);
-	if (text == NULL)
-		return wsl_error_set(err, WSL_INTERNAL, "out of memory");
-	deadline = platform_mono_ms() + timeout_ms;
-	for (i = 0; i < c->n_urls; i++) {
-		idx = (c->current + i) % c->n_urls;
-		left = deadline - platform_mono_ms();
-		if (left <= 0) {
-			append(failures, sizeof(failures), "%sno time left",
-			       i ? "; " : "");
-			break;
-		}
-		memset(&w, 0, sizeof(w));
-		snprintf(url, sizeof(url), "%s/v3/watch", c->urls[idx]);
-		prepare(c, url, c->watch_headers, text, strlen(text), (long)left,
-			left < c->timeout_ms ? (long)left : c->timeout_ms,
-			write_watch, &w);
-		rc = curl_easy_perform(c->curl);
-		/* the gateway ends a stream with an error object that has no
-		 * newline after it */
-		if (!w.changed && !w.failed && w.buf.len > 0)
-			watch_line(&w, w.buf.data, w.buf.len);
-		free(w.buf.data);
-		if (w.changed) {
-			c->current = idx;
-			free(text);
-			return 1;
-		}
-		if (w.buf.no_memory) {
-			free(text);
-			return wsl_error_set(err, WSL_INTERNAL, "out of memory");
-		}
-		if (w.failed && w.code == WSL_IO) {
-			free(text);
-			return wsl_error_set(err, WSL_IO, "etcd /v3/watch at %s: %s",
-					     c->urls[idx], w.message);
-		}
-		if (rc == CURLE_OPERATION_TIMEDOUT && w.created) {
-			c->current = idx;
-			free(text);
-			return 0;
-		}
-		if (w.failed)
-			append(failures, sizeof(failures), "%s%s: %s",
-			       i ? "; " : "", c->urls[idx], w.message);
-		else if (w.buf.too_large)
-			append(failures, sizeof(failures),
-			       "%s%s: watch response line larger than %u bytes",
-			       i ? "; " : "", c->urls[idx], ETCD_MAX_RESPONSE);
-		else if (rc != CURLE_OK)
-			append(failures, sizeof(failures), "%s%s: %s",
-			       i ? "; " : "", c->urls[idx],
-			       c->curl_err[0] ? c->curl_err : curl_easy_strerror(rc));
-		else
-			append(failures, sizeof(failures),
-			       "%s%s: watch stream ended without a change",
-			       i ? "; " : "", c->urls[idx]);
-	}
-	free(text);
-	return wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,
-			     "no etcd endpoint could serve /v3/watch: %s", failures);
 }

@@ -1,0 +1,130 @@
+/* registry_etcd.h - internal to the etcd backend: the state and the
+ * functions its files share (registry_etcd.c: keys, documents, waiting,
+ * keepalive, open and close, with the key layout and the invariants atop
+ * it; registry_etcd_read.c: reading locks; registry_etcd_write.c: acquire,
+ * release, retain, take-over). Nothing else includes it: the rest of
+ * wslock sees the backend through etcd_registry_open (registry_backend.h).
+ *
+ * Every function that can fail returns -1 with err filled, as the registry
+ * contract's functions do.
+ */
+#ifndef WSLOCK_REGISTRY_ETCD_H
+#define WSLOCK_REGISTRY_ETCD_H
+
+#include "registry_backend.h"
+#include "etcd.h"
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define PREFIX_MAX 256			/* bytes of the key prefix */
+#define KEY_MAX (PREFIX_MAX + 16 + PATH_MAX)
+#define DEPTH_MAX 100			/* ancestors compared in one txn
+					 * (etcd allows 128 operations) */
+#define READ_CHUNK 30			/* workspaces read per txn (4 ranges each) */
+#define KINDS 4				/* keys per workspace: see the top */
+#define WAIT_SLICE_MS 1000		/* a watch cannot be interrupted: slices */
+
+struct etcd_state {
+	struct etcd_client *c;
+	char prefix[PREFIX_MAX + 1];
+	size_t prefix_len;
+	long long ttl_s;		/* the holder's TTL: its deadline, s */
+	long long delay_s;		/* lock-delay: the lease lasts ttl + this */
+	long long lease;		/* granted lease, 0: none */
+	long long lease_sent_ms;	/* CLOCK_MONOTONIC send time of its
+					 * last successful grant or renewal */
+	bool lease_used;		/* a lock's live key is bound to it */
+	pid_t pid;			/* the process that opened c: a keeper
+					 * (a forked child) opens its own */
+	char endpoints[ETCD_MAX_ENDPOINTS * 1100];
+	long timeout_ms;
+	const char *cacert, *cert, *key;	/* TLS files, or NULL */
+	char user[256];				/* "": no etcd auth */
+	char password[256];
+	char lease_token[WSL_TOKEN_HEX + 1];	/* that lock's owner */
+	char *held_value;		/* the bytes and create revision of the */
+	size_t held_len;		/* lock this process acquired (token */
+	long long held_create;		/* held_token): released without a read */
+	char held_token[WSL_TOKEN_HEX + 1];
+	char lease_ws[PATH_MAX];
+	long long last_rev;		/* header revision of the last read */
+};
+
+/* What a lock entry does not say about its key. */
+struct kv_meta {
+	long long create_rev;
+	long long lease;
+};
+
+struct key {
+	char b[KEY_MAX];
+	size_t len;
+};
+
+static inline struct etcd_state *state(struct registry *reg)
+{
+	return reg->backend;
+}
+
+enum { K_LOCK, K_RETAINED, K_LEASE, K_LIVE };
+extern const char *const kind_names[KINDS];	/* the key of each K_* */
+
+/* ---- registry_etcd.c: keys and documents ---- */
+
+/* P kind path into k; -1 (WSL_UNSAFE_PATH) when too long. */
+int key_make(const struct etcd_state *s, const char *kind,
+	     const char *path, struct key *k, struct wsl_error *err);
+/* Records rev as the last header revision seen (waits start there). */
+void note_rev(struct etcd_state *s, long long rev);
+/* The stored form of an owner document: owner_format and '\n', *len bytes
+ * (no NUL). NULL when it cannot be formatted. */
+char *owner_bytes(const struct owner *o, size_t *len);
+/* n bytes at p as a new NUL-terminated buffer; NULL: out of memory. */
+char *dup_bytes(const char *p, size_t n);
+/* Whether a and b are present and hold the same bytes. */
+bool same_bytes(const char *a, size_t alen, const char *b, size_t blen);
+/* The lease key's value for token's lock on lease (malloc'd JSON text). */
+char *lease_doc(const struct etcd_state *s, const char *token, long long lease);
+/* True when the lease key kv names token; its lease id goes to *lease,
+ * its lock-delay (s) to *delay_s. */
+bool lease_doc_names(const struct etcd_kv *kv, const char *token,
+		     long long *lease, long long *delay_s);
+
+/* ---- registry_etcd_read.c ---- */
+
+/* Reads path's lock into *e (and *m); with probe, its liveness too. */
+int read_entry(struct etcd_state *s, const char *path, bool probe,
+	       struct lock_entry *e, struct kv_meta *m, struct wsl_error *err);
+/* The number of components of path. */
+size_t depth_of(const char *path);
+/* registry_ops.get, .overlaps and .list (registry.h). */
+int etcd_get(struct registry *reg, const char *workspace, bool probe,
+	     struct lock_entry *e, struct wsl_error *err);
+int etcd_overlaps(struct registry *reg, const char *workspace, bool probe,
+		  struct overlap **out, size_t *n, struct wsl_error *err);
+int etcd_list(struct registry *reg, bool probe,
+	      int (*fn)(const struct lock_entry *e, void *arg), void *arg,
+	      struct wsl_error *err);
+
+/* ---- registry_etcd_write.c ---- */
+
+/* Forgets the lock this process acquired (frees held_value). */
+void held_forget(struct etcd_state *s);
+/* registry_ops.try_acquire, .release, .retain and .take_over (registry.h). */
+int etcd_try_acquire(struct registry *reg, const struct owner *o,
+		     const struct registry_deadline *dl, int *live_fd,
+		     struct lock_entry *conflict, struct wsl_error *err);
+int etcd_release(struct registry *reg, const char *workspace,
+		 const char *token, struct owner *released,
+		 struct wsl_error *err);
+int etcd_retain(struct registry *reg, const char *workspace,
+		const char *token, const char *json, struct wsl_error *err);
+int etcd_take_over(struct registry *reg, const char *workspace,
+		   const struct registry_expect *x, const struct owner *next,
+		   int *live_fd, struct lock_entry *prior,
+		   struct wsl_error *err);
+
+#endif

@@ -1,0 +1,410 @@
+/* registry_etcd_read.c - reading locks from etcd: a workspace's four keys
+ * (see registry_etcd.c) into a lock entry, in chunks at one revision each,
+ * the liveness a lease key says, and the backend's get, overlaps and list.
+ */
+#include "registry_etcd.h"
+#include "etcd.h"
+#include "platform.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+/* The liveness of a lock whose keeper renews a liveness lease (DESIGN.md
+ * section 4, step 2): its live key exists while the lease does. */
+static void probe_lease(struct lock_entry *e, const struct etcd_kv *lease_kv,
+			const struct etcd_kv *live_kv)
+{
+	long long lease = 0, delay = 0;
+
+	if (!lease_doc_names(lease_kv, e->owner.token, &lease, &delay)) {
+		e->liveness = LIVENESS_UNKNOWN;
+		snprintf(e->reason, sizeof(e->reason),
+			 "the etcd lease key of this lock names another holder");
+	} else if (live_kv != NULL &&
+		   same_bytes(live_kv->value, live_kv->value_len, e->owner.token,
+			      strlen(e->owner.token))) {
+		e->liveness = LIVENESS_LIVE;
+		snprintf(e->reason, sizeof(e->reason),
+			 "its liveness lease %llx is alive: its keeper renews it",
+			 (unsigned long long)lease);
+	} else {
+		e->liveness = LIVENESS_DEAD;
+		snprintf(e->reason, sizeof(e->reason),
+			 "its liveness lease %llx expired or was revoked: its holder stopped renewing it, and stopped its command at least %llds (the lock-delay) before the lease ran out",
+			 (unsigned long long)lease, delay);
+	}
+}
+
+/* Fills e (and *m) for workspace path from its keys kv[K_*] (NULL:
+ * absent). */
+static int fill_entry(const char *path, const struct etcd_kv *const kv[KINDS],
+		      bool probe, struct lock_entry *e, struct kv_meta *m,
+		      struct wsl_error *err)
+{
+	const struct etcd_kv *lock = kv[K_LOCK], *ret = kv[K_RETAINED];
+	char why[256];
+
+	memset(e, 0, sizeof(*e));
+	memset(m, 0, sizeof(*m));
+	e->state = LOCK_FREE;
+	crypto_path_key(path, e->key);
+	if (lock == NULL)
+		return 0;
+	m->create_rev = lock->create_revision;
+	m->lease = lock->lease;
+	snprintf(e->lock_path, sizeof(e->lock_path), "%s", lock->key);
+	e->raw = dup_bytes(lock->value, lock->value_len);
+	if (e->raw == NULL)
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	e->raw_len = lock->value_len;
+	if (!owner_path_canonical(path)) {
+		e->state = LOCK_CORRUPT;
+		snprintf(e->problem, sizeof(e->problem),
+			 "the etcd key %s does not name a canonical workspace path",
+			 lock->key);
+		return 0;
+	}
+	snprintf(e->workspace_root, sizeof(e->workspace_root), "%s", path);
+	if (e->raw_len > OWNER_DOC_MAX) {
+		e->state = LOCK_CORRUPT;
+		snprintf(e->problem, sizeof(e->problem),
+			 "the owner document is larger than %d bytes", OWNER_DOC_MAX);
+		return 0;
+	}
+	if (owner_parse(e->raw, e->raw_len, &e->owner, why, sizeof(why)) != 0) {
+		e->state = LOCK_CORRUPT;
+		snprintf(e->problem, sizeof(e->problem), "%s", why);
+		return 0;
+	}
+	if (strcmp(e->owner.workspace_root, path) != 0) {
+		e->state = LOCK_CORRUPT;
+		snprintf(e->problem, sizeof(e->problem),
+			 "the owner document names workspace %.200s, not its key's",
+			 e->owner.workspace_root);
+		return 0;
+	}
+	e->has_owner = true;
+	e->state = LOCK_HELD;
+	if (ret != NULL) {
+		e->state = LOCK_RETAINED;
+		e->retained = dup_bytes(ret->value, ret->value_len);
+		if (e->retained == NULL)
+			return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	}
+	if (probe) {
+		if (m->lease != 0) {
+			/* 0.1: the owner key itself was bound to the lease, so
+			 * it exists only while its holder renews the lease. */
+			e->liveness = LIVENESS_LIVE;
+			snprintf(e->reason, sizeof(e->reason),
+				 "etcd lease %llx is held: its holder keeps renewing it (the lock would be gone had it expired)",
+				 (unsigned long long)m->lease);
+		} else if (kv[K_LEASE] != NULL) {
+			probe_lease(e, kv[K_LEASE], kv[K_LIVE]);
+		} else {
+			e->liveness = liveness_probe(-1, &e->owner, e->reason,
+						     sizeof(e->reason));
+		}
+		e->probed = true;
+	}
+	return 0;
+}
+
+/* Reads the locks of paths[0..n) (lock and retained keys, one consistent
+ * revision per chunk) into e[] and m[]. */
+static int read_entries(struct etcd_state *s, const char *const *paths, size_t n,
+			bool probe, struct lock_entry *e, struct kv_meta *m,
+			struct wsl_error *err)
+{
+	struct etcd_op ops[KINDS * READ_CHUNK];
+	struct key *keys;
+	size_t i, j, k;
+	int rc = 0;
+
+	for (i = 0; i < n; i++)
+		memset(&e[i], 0, sizeof(e[i]));
+	keys = calloc(KINDS * READ_CHUNK, sizeof(*keys));
+	if (keys == NULL)
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	for (i = 0; i < n && rc == 0; i += READ_CHUNK) {
+		size_t cnt = n - i < READ_CHUNK ? n - i : READ_CHUNK;
+		struct etcd_txn t = { 0 };
+		struct etcd_txn_result res;
+		bool ok;
+
+		memset(ops, 0, sizeof(ops));
+		for (j = 0; j < cnt && rc == 0; j++)
+			for (k = 0; k < KINDS; k++) {
+				struct key *kk = &keys[KINDS * j + k];
+				if (key_make(s, kind_names[k], paths[i + j], kk, err) != 0) {
+					rc = -1;
+					break;
+				}
+				ops[KINDS * j + k].type = ETCD_OP_RANGE;
+				ops[KINDS * j + k].key = kk->b;
+				ops[KINDS * j + k].key_len = kk->len;
+			}
+		if (rc != 0)
+			break;
+		t.success = ops;
+		t.n_success = KINDS * cnt;
+		if (etcd_txn(s->c, &t, &ok, &res, err) != 0) {
+			rc = -1;
+			break;
+		}
+		note_rev(s, res.revision);
+		if (res.n_ops != KINDS * cnt) {
+			etcd_txn_result_free(&res);
+			rc = wsl_error_set(err, WSL_IO, "etcd answered %zu reads, not %zu",
+					   res.n_ops, KINDS * cnt);
+			break;
+		}
+		for (j = 0; j < cnt && rc == 0; j++) {
+			const struct etcd_kv *kv[KINDS];
+			for (k = 0; k < KINDS; k++) {
+				const struct etcd_op_result *r = &res.ops[KINDS * j + k];
+				kv[k] = r->n_kvs > 0 ? &r->kvs[0] : NULL;
+			}
+			rc = fill_entry(paths[i + j], kv, probe, &e[i + j], &m[i + j], err);
+		}
+		etcd_txn_result_free(&res);
+	}
+	free(keys);
+	if (rc != 0)
+		for (i = 0; i < n; i++)
+			lock_entry_free(&e[i]);
+	return rc;
+}
+
+int read_entry(struct etcd_state *s, const char *path, bool probe,
+		      struct lock_entry *e, struct kv_meta *m, struct wsl_error *err)
+{
+	return read_entries(s, &path, 1, probe, e, m, err);
+}
+
+/* In the sorted range result r of keys "P kind …" (plen bytes before the
+ * path), the key for path (n bytes), from cursor *at on; NULL when none. */
+static const struct etcd_kv *match_path(const struct etcd_op_result *r, size_t plen,
+					const char *path, size_t n, size_t *at)
+{
+	while (*at < r->n_kvs) {
+		const struct etcd_kv *q = &r->kvs[*at];
+		size_t qn = q->key_len > plen ? q->key_len - plen : 0;
+		int c = memcmp(q->key + plen, path, qn < n ? qn : n);
+		if (c == 0)
+			c = qn < n ? -1 : qn > n ? 1 : 0;
+		if (c > 0)
+			return NULL;
+		(*at)++;
+		if (c == 0)
+			return q;
+	}
+	return NULL;
+}
+
+/* Calls fn(e, arg) for every lock whose key lies in [P "lock" under "/",
+ * prefix end), in key order, from one consistent read; under "" lists all. */
+static int read_below(struct etcd_state *s, const char *under, bool probe,
+		      int (*fn)(struct lock_entry *e, void *arg), void *arg,
+		      struct wsl_error *err)
+{
+	struct key k[KINDS];
+	char end[KINDS][KEY_MAX];
+	struct etcd_op ops[KINDS];
+	struct etcd_txn t = { 0 };
+	struct etcd_txn_result res;
+	char path[PATH_MAX + 1];
+	size_t i, j, at[KINDS] = { 0 }, plen[KINDS];
+	bool ok;
+	int rc = 0;
+
+	memset(ops, 0, sizeof(ops));
+	for (j = 0; j < KINDS; j++) {
+		if (key_make(s, kind_names[j], under, &k[j], err) != 0 ||
+		    k[j].len + 1 >= sizeof(k[j].b))
+			return -1;
+		plen[j] = s->prefix_len + strlen(kind_names[j]);
+		k[j].b[k[j].len++] = '/';
+		ops[j].type = ETCD_OP_RANGE;
+		ops[j].key = k[j].b;
+		ops[j].key_len = k[j].len;
+		ops[j].range_end = end[j];
+		ops[j].range_end_len = etcd_prefix_end(k[j].b, k[j].len, end[j]);
+	}
+	t.success = ops;
+	t.n_success = KINDS;
+	if (etcd_txn(s->c, &t, &ok, &res, err) != 0)
+		return -1;
+	note_rev(s, res.revision);
+	if (res.n_ops != KINDS) {
+		etcd_txn_result_free(&res);
+		return wsl_error_set(err, WSL_IO, "etcd answered %zu reads, not %d",
+				     res.n_ops, KINDS);
+	}
+	for (i = 0; i < res.ops[K_LOCK].n_kvs && rc == 0; i++) {
+		const struct etcd_kv *kv[KINDS];
+		struct lock_entry e;
+		struct kv_meta m;
+		size_t n;
+
+		kv[K_LOCK] = &res.ops[K_LOCK].kvs[i];
+		if (kv[K_LOCK]->key_len <= plen[K_LOCK])
+			continue;
+		n = kv[K_LOCK]->key_len - plen[K_LOCK];
+		if (n >= sizeof(path) || memchr(kv[K_LOCK]->key + plen[K_LOCK], '\0', n))
+			continue;
+		memcpy(path, kv[K_LOCK]->key + plen[K_LOCK], n);
+		path[n] = '\0';
+		/* Every range comes sorted by the same path suffix: merge. */
+		for (j = 1; j < KINDS; j++)
+			kv[j] = match_path(&res.ops[j], plen[j], path, n, &at[j]);
+		rc = fill_entry(path, kv, probe, &e, &m, err);
+		if (rc == 0)
+			rc = fn(&e, arg);
+		lock_entry_free(&e);
+	}
+	etcd_txn_result_free(&res);
+	return rc;
+}
+
+/* ---- get, overlaps, list --------------------------------------------- */
+
+int etcd_get(struct registry *reg, const char *workspace, bool probe,
+		    struct lock_entry *e, struct wsl_error *err)
+{
+	struct kv_meta m;
+
+	if (read_entry(state(reg), workspace, probe, e, &m, err) != 0)
+		return -1;
+	if (e->state == LOCK_CORRUPT)
+		snprintf(e->workspace_root, sizeof(e->workspace_root), "%s", workspace);
+	return 0;
+}
+
+struct ov_ctx {
+	struct overlap *items;
+	size_t n, cap;
+	const char **paths;
+	size_t np;
+	struct wsl_error *err;
+};
+
+static struct lock_entry *ov_push(struct ov_ctx *c, bool ancestor)
+{
+	return registry_overlap_push(&c->items, &c->n, &c->cap, ancestor, c->err);
+}
+
+static int ov_descendant(struct lock_entry *e, void *arg)
+{
+	struct ov_ctx *c = arg;
+	struct lock_entry *slot;
+
+	if (e->state == LOCK_FREE)
+		return 0;
+	slot = ov_push(c, false);
+	if (slot == NULL)
+		return -1;
+	*slot = *e;
+	memset(e, 0, sizeof(*e));	/* the slot owns raw and retained now */
+	return 0;
+}
+
+static int collect_ancestor(const char *ancestor, void *arg)
+{
+	struct ov_ctx *c = arg;
+	char *d = strdup(ancestor);
+
+	if (d == NULL)
+		return wsl_error_errno(c->err, WSL_OS, ENOMEM, "out of memory");
+	c->paths[c->np++] = d;
+	return 0;
+}
+
+size_t depth_of(const char *path)
+{
+	size_t n = 0;
+
+	for (; *path != '\0'; path++)
+		n += *path == '/';
+	return n;
+}
+
+int etcd_overlaps(struct registry *reg, const char *workspace, bool probe,
+			 struct overlap **out, size_t *n, struct wsl_error *err)
+{
+	struct etcd_state *s = state(reg);
+	struct ov_ctx c = { 0 };
+	struct lock_entry *es = NULL;
+	struct kv_meta *ms = NULL;
+	size_t i, depth = depth_of(workspace);
+	int rc = -1;
+
+	*out = NULL;
+	*n = 0;
+	c.err = err;
+	c.paths = calloc(depth + 1, sizeof(*c.paths));
+	es = calloc(depth + 1, sizeof(*es));
+	ms = calloc(depth + 1, sizeof(*ms));
+	if (c.paths == NULL || es == NULL || ms == NULL) {
+		wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+		goto out;
+	}
+	if (wspath_for_each_ancestor(workspace, collect_ancestor, &c) != 0 ||
+	    read_entries(s, c.paths, c.np, probe, es, ms, err) != 0)
+		goto out;
+	for (i = 0; i < c.np; i++) {
+		struct lock_entry *slot;
+		if (es[i].state == LOCK_FREE)
+			continue;
+		slot = ov_push(&c, true);
+		if (slot == NULL)
+			goto out;
+		*slot = es[i];
+		memset(&es[i], 0, sizeof(es[i]));
+	}
+	if (read_below(s, workspace, probe, ov_descendant, &c, err) != 0)
+		goto out;
+	*out = c.items;
+	*n = c.n;
+	c.items = NULL;
+	c.n = 0;
+	rc = 0;
+out:
+	registry_overlaps_free(c.items, c.n);
+	for (i = 0; i < c.np; i++) {
+		lock_entry_free(&es[i]);
+		free((char *)c.paths[i]);
+	}
+	free(c.paths);
+	free(es);
+	free(ms);
+	return rc;
+}
+
+struct list_ctx {
+	int (*fn)(const struct lock_entry *e, void *arg);
+	void *arg;
+};
+
+static int list_one(struct lock_entry *e, void *arg)
+{
+	struct list_ctx *l = arg;
+
+	return e->state == LOCK_FREE ? 0 : l->fn(e, l->arg);
+}
+
+int etcd_list(struct registry *reg, bool probe,
+		     int (*fn)(const struct lock_entry *e, void *arg), void *arg,
+		     struct wsl_error *err)
+{
+	struct list_ctx l = { fn, arg };
+
+	/* "lock" "" "/": every workspace path starts with '/'. */
+	return read_below(state(reg), "", probe, list_one, &l, err);
+}
+

@@ -12,12 +12,12 @@
  * the original signal mask back before exec.
  */
 #include "child.h"
+#include "spawn.h"
 #include "output.h"
 #include "fsx.h"
 #include "keeper.h"
 #include "platform.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -30,69 +30,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-/* Descriptors 3..INHERITED_MAX-1 open at start; above that, all are kept. */
-#define INHERITED_MAX 1024
-static unsigned char inherited[INHERITED_MAX / 8];
-
-void child_note_inherited_fds(void)
-{
-	struct dirent *de;
-	DIR *dir = opendir("/proc/self/fd");
-	int self;
-
-	if (dir == NULL)
-		return;
-	self = dirfd(dir);
-	while ((de = readdir(dir)) != NULL) {
-		long fd;
-		if (cli_parse_long(de->d_name, 0, INHERITED_MAX - 1, &fd) != 0 ||
-		    fd < 3 || fd == self)
-			continue;
-		inherited[fd / 8] |= (unsigned char)(1u << (fd % 8));
-	}
-	closedir(dir);
-}
-
-/* The descriptors above 2 that wslock opened, but keep: listed before
- * fork(), because after it the child may only make async-signal-safe calls
- * (another thread, libcurl's resolver, may have held malloc's lock), so it
- * just closes them. */
-struct own_fds {
-	int fd[INHERITED_MAX];
-	int n;
-};
-
-static void list_own_fds(int keep, struct own_fds *out)
-{
-	struct dirent *de;
-	DIR *dir = opendir("/proc/self/fd");
-	int self;
-
-	out->n = 0;
-	if (dir == NULL)
-		return;
-	self = dirfd(dir);
-	while ((de = readdir(dir)) != NULL && out->n < INHERITED_MAX) {
-		long fd;
-		if (cli_parse_long(de->d_name, 3, INHERITED_MAX - 1, &fd) != 0 ||
-		    fd == self || fd == keep ||
-		    (inherited[fd / 8] & (1u << (fd % 8))) != 0)
-			continue;
-		out->fd[out->n++] = (int)fd;
-	}
-	closedir(dir);
-}
-
-void child_close_own_fds(int keep)
-{
-	struct own_fds fds;
-	int i;
-
-	list_own_fds(keep, &fds);
-	for (i = 0; i < fds.n; i++)
-		close(fds.fd[i]);
-}
 
 int child_block_signals(sigset_t *orig, struct wsl_error *err)
 {
@@ -111,17 +48,6 @@ int child_block_signals(sigset_t *orig, struct wsl_error *err)
 	if (fd < 0)
 		return wsl_error_errno(err, WSL_OS, errno, "signalfd");
 	return fd;
-}
-
-void child_exec(char **cmd)
-{
-	int e;
-
-	execvp(cmd[0], cmd);
-	e = errno;
-	fprintf(stderr, "wslock: cannot run %s: %s [%s]\n", cmd[0], strerror(e),
-		wsl_code_name(WSL_OS));
-	_exit(e == ENOENT ? 127 : 126);
 }
 
 /* The child's environment: workspace (its own, for a nested run below
@@ -147,7 +73,7 @@ static int set_child_env(const struct registry *reg, const struct owner *o,
 
 /* In the forked child: the environment of the command, then exec. Only
  * async-signal-safe calls until exec, but for the messages of a failure. */
-static void exec_command(const struct child *ch, int live_fd, const struct own_fds *fds)
+static void exec_command(const struct child *ch, int live_fd, const struct spawn_fds *fds)
 {
 	int flags = live_fd >= 0 ? fcntl(live_fd, F_GETFD) : -1, i;
 
@@ -163,7 +89,7 @@ static void exec_command(const struct child *ch, int live_fd, const struct own_f
 			wsl_code_name(WSL_OS));
 		_exit(126);
 	}
-	child_exec(ch->cmd);
+	spawn_exec(ch->cmd);
 }
 
 /* Reads one signal from the signalfd and forwards SIGTERM, SIGHUP, SIGUSR1
@@ -197,7 +123,7 @@ static int supervise(struct registry *reg, const struct owner *o,
 		     const struct child *ch, int live_fd, int *wstatus,
 		     struct wsl_error *err)
 {
-	struct own_fds fds;
+	struct spawn_fds fds;
 	long next_ms, ttl_ms;
 	pid_t child, got;
 
@@ -205,7 +131,7 @@ static int supervise(struct registry *reg, const struct owner *o,
 		return -1;
 	if (next_ms >= 0)	/* a lease: its keeper runs the command */
 		return keeper_supervise(reg, o, ch, wstatus, err);
-	list_own_fds(live_fd, &fds);
+	spawn_list_fds(live_fd, &fds);
 	child = fork();
 	if (child < 0)
 		return wsl_error_errno(err, WSL_OS, errno, "cannot fork");

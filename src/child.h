@@ -10,19 +10,7 @@
 
 #include "cli.h"
 #include "registry.h"
-
-/* How a command runs under a held lock. */
-struct child {
-	char **cmd;			/* argv, NULL-terminated */
-	const char *cwd;		/* chdir here before exec, or NULL */
-	bool stdout_to_stderr;		/* the command's stdout goes to our stderr
-					 * (reclaim: stdout is JSON only) */
-	bool retain_on_failure;		/* keep the lock, retained, if it fails */
-	int sigfd;			/* from child_block_signals */
-	const sigset_t *orig_mask;	/* restored in the child */
-	long kill_after_ms;		/* lease lost: SIGTERM, then SIGKILL after
-					 * this long (ms); 0: 10000 */
-};
+#include "spawn.h"
 
 /*
  * Blocks SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 and SIGCHLD and
@@ -45,7 +33,7 @@ int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
 		   int live_fd, const struct child *ch);
 
 /*
- * A run nested under outer's lock (proven by registry_find_nesting) on
+ * A run nested under outer's lock (proven by nest_find) on
  * workspace (outer's or below it): runs ch->cmd like child_run_held,
  * with WSLOCK_WORKSPACE set to workspace and WSLOCK_TOKEN/WSLOCK_OWNER to
  * outer's owner, keeping nest_fd (the lock's nested file, LOCK_SH, from
@@ -56,23 +44,5 @@ int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
  */
 int child_run_nested(struct cli *c, struct registry *reg, const struct lock_entry *outer,
 		     const char *workspace, int nest_fd, const struct child *ch);
-
-/*
- * Remembers which descriptors above 2 the process inherited (called first
- * thing in main): they are the caller's and pass through to a command, as
- * with flock(1). Everything else above 2 is wslock's own.
- */
-void child_note_inherited_fds(void);
-
-/* Closes every descriptor above 2 that wslock opened, except keep (-1:
- * none): libraries (libcurl) do not all open theirs O_CLOEXEC, this is the
- * guarantee that a command gets only keep. It reads /proc/self/fd
- * (opendir, malloc): after fork() in a process with threads, list before
- * forking instead, as supervise does. */
-void child_close_own_fds(int keep);
-
-/* Replaces the process with cmd (execvp); on failure says why and exits
- * 127 (not found) or 126. */
-void child_exec(char **cmd) __attribute__((noreturn));
 
 #endif

@@ -11,7 +11,7 @@
 #include <jansson.h>
 
 #include "error.h"
-#include "hold.h"
+#include "output.h"
 #include "registry.h"
 
 #ifndef WSLOCK_VERSION		/* from the VERSION file, by the Makefile */
@@ -26,16 +26,6 @@ struct cli_option {
 	int has_arg;		/* no_argument or required_argument */
 	const char *arg_name;	/* for --help, e.g. "SECONDS" */
 	const char *help;	/* one line */
-};
-
-/* State of one invocation, shared by every subcommand. */
-struct cli {
-	const char *cmd;	/* subcommand name, for messages and hints */
-	struct registry_config reg_cfg;	/* -d, --backend, --etcd-* */
-	bool json_errors;	/* errors also go to stdout as JSON */
-	bool pretty;
-	bool quiet;
-	int verbose;
 };
 
 /* One subcommand: its table row in main.c and its --help text. */
@@ -162,24 +152,12 @@ enum {
 	{ "kill-after", OPT_KILL_AFTER, required_argument, "SECONDS", \
 	  "etcd: if the lease is lost, SIGKILL the command this long after SIGTERM (default 10)" }
 
-/* What acquire and run record and how they wait. */
-struct cli_hold {
-	struct hold_wait wait;
-	const char *purpose;
-	const char *operation_id;
-};
-
 /* A duration option's value in ms (cli_parse_seconds), or -1 with a usage
  * err naming the option. */
 long long cli_opt_seconds(const char *option, const char *arg, struct wsl_error *err);
 
 /* A --reason value: 1..128 printable characters, or -1 with a usage err. */
 int cli_opt_reason(const char *arg, const char **out, struct wsl_error *err);
-
-/* Handles an option of CLI_WAIT_OPTIONS: returns 1 when id was one of them
- * (0 when not), -1 with err for a bad value. */
-int cli_hold_option(struct cli_hold *h, int id, const char *arg,
-		    struct wsl_error *err);
 
 /* "run: make test" from argv: printable ASCII, at most 128 characters. */
 void cli_default_purpose(const char *prefix, char **cmd,

@@ -21,14 +21,14 @@ static const struct cli_option acquire_options[] = {
 };
 
 struct acquire_args {
-	struct cli_hold hold;
+	struct hold_opts hold;
 	long pid;
 };
 
 static int acquire_option(int id, const char *arg, void *ctx, struct wsl_error *err)
 {
 	struct acquire_args *a = ctx;
-	int rc = cli_hold_option(&a->hold, id, arg, err);
+	int rc = hold_option(&a->hold, id, arg, err);
 
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;

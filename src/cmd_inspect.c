@@ -259,7 +259,7 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 	}
 	if (e.state == LOCK_FREE && n == 0 && stat(ws, &st) != 0) {
 		lock_entry_free(&e);
-		registry_overlaps_free(ov, n);
+		lock_overlaps_free(ov, n);
 		return wsl_error_set(err, WSL_NO_WORKSPACE,
 				     "workspace %s does not exist and holds no lock", arg);
 	}
@@ -286,7 +286,7 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 		free(rows);
 		free(labels);
 		lock_entry_free(&e);
-		registry_overlaps_free(ov, n);
+		lock_overlaps_free(ov, n);
 		return rc;
 	}
 	out = output_entry_json(&e);
@@ -300,7 +300,7 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 			break;	/* out of memory: never a shorter list */
 	}
 	lock_entry_free(&e);
-	registry_overlaps_free(ov, n);
+	lock_overlaps_free(ov, n);
 	if (out == NULL || list == NULL || i < n ||
 	    json_object_set_new(out, "overlapping", json_incref(list)) != 0) {
 		json_decref(list);

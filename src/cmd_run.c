@@ -3,6 +3,7 @@
 #include "child.h"
 #include "cli.h"
 #include "hold.h"
+#include "nest.h"
 #include "output.h"
 #include "fsx.h"
 
@@ -27,7 +28,7 @@ static const struct cli_option run_options[] = {
 };
 
 struct run_args {
-	struct cli_hold hold;
+	struct hold_opts hold;
 	bool print_owner;
 	bool retain;
 	long kill_after_ms;
@@ -36,7 +37,7 @@ struct run_args {
 static int run_option(int id, const char *arg, void *ctx, struct wsl_error *err)
 {
 	struct run_args *a = ctx;
-	int rc = cli_hold_option(&a->hold, id, arg, err);
+	int rc = hold_option(&a->hold, id, arg, err);
 
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;
@@ -94,7 +95,7 @@ static int run_main(struct cli *c, int argc, char **argv)
 	 * live descriptor, or descent from its holder; never by a token):
 	 * run the command without acquiring again, holding the lock's
 	 * nested file so that the outer does not let go meanwhile. */
-	rc = registry_find_nesting(&reg, ws, getpid(), &outer, &err);
+	rc = nest_find(&reg, ws, getpid(), &outer, &err);
 	if (rc < 0)
 		goto fail;
 	if (rc == 1) {

@@ -23,6 +23,41 @@ bool hold_conflict_silent(const struct cli *c, const struct hold_wait *w,
 	       (err->code == WSL_BUSY || err->code == WSL_TIMEOUT);
 }
 
+int hold_option(struct hold_opts *h, int id, const char *arg,
+		struct wsl_error *err)
+{
+	long v;
+
+	switch (id) {
+	case 'w':
+		h->wait.timeout_ms = cli_opt_seconds("-w", arg, err);
+		return h->wait.timeout_ms < 0 ? -1 : 1;
+	case 'n':
+		h->wait.nonblock = true;
+		return 1;
+	case 'E':
+		if (cli_parse_long(arg, 0, 255, &v) != 0)
+			return wsl_error_set(err, WSL_USAGE,
+					     "-E takes an exit status 0..255, not '%s'", arg);
+		h->wait.conflict_exit = (int)v;
+		return 1;
+	case OPT_OPERATION_ID:
+		if (!owner_operation_id_valid(arg))
+			return wsl_error_set(err, WSL_USAGE,
+					     "operation id '%.200s' must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,191}$", arg);
+		h->operation_id = arg;
+		return 1;
+	case OPT_PURPOSE:
+		if (!owner_purpose_valid(arg))
+			return wsl_error_set(err, WSL_USAGE,
+					     "purpose must be 1..%d printable characters", OWNER_PURPOSE_MAX);
+		h->purpose = arg;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 int hold_registry_option(struct hold_wait *w, int id, const char *arg,
 			 struct wsl_error *err)
 {

@@ -50,6 +50,18 @@ int hold_conflict_status(const struct hold_wait *w, const struct wsl_error *err)
 bool hold_conflict_silent(const struct cli *c, const struct hold_wait *w,
 			  const struct wsl_error *err);
 
+/* What acquire and run record and how they wait. */
+struct hold_opts {
+	struct hold_wait wait;
+	const char *purpose;
+	const char *operation_id;
+};
+
+/* Handles an option of CLI_WAIT_OPTIONS: returns 1 when id was one of them
+ * (0 when not), -1 with err for a bad value. */
+int hold_option(struct hold_opts *h, int id, const char *arg,
+		struct wsl_error *err);
+
 /* -w and -n for the commands that change the registry but do not wait for
  * a workspace (release, recover, reclaim): they bound the wait for the
  * registry's coordination lock (and release's wait for nested runs). */

@@ -22,7 +22,7 @@
  * double-forking; one that called setsid() is out of reach (the fencing
  * token is for that).
  *
- * No signal handlers: the signalfd of cli_block_signals, inherited by the
+ * No signal handlers: the signalfd of child_block_signals, inherited by the
  * keeper, reads SIGCHLD in both.
  */
 #include "keeper.h"
@@ -167,7 +167,7 @@ static void drain_signals(int sigfd)
  * and exec. */
 static void __attribute__((noreturn)) command_exec(const struct child *ch)
 {
-	child_close_own_fds(-1);
+	spawn_close_own_fds(-1);
 	sigprocmask(SIG_SETMASK, ch->orig_mask, NULL);
 	if (ch->stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
 		_exit(126);
@@ -175,7 +175,7 @@ static void __attribute__((noreturn)) command_exec(const struct child *ch)
 		fprintf(stderr, "wslock: cannot enter %s: %s\n", ch->cwd, strerror(errno));
 		_exit(126);
 	}
-	child_exec(ch->cmd);
+	spawn_exec(ch->cmd);
 }
 
 /* The keeper's state while the command runs. */

@@ -16,7 +16,8 @@
 #ifndef WSLOCK_KEEPER_H
 #define WSLOCK_KEEPER_H
 
-#include "child.h"
+#include "registry.h"
+#include "spawn.h"
 
 /*
  * Runs ch->cmd under o's lease-backed lock as described above and waits

@@ -81,7 +81,7 @@ static int overlap_add(struct overlap_ctx *c, struct lock_entry *e, bool ancesto
 		lock_entry_free(e);
 		return 0;
 	}
-	slot = registry_overlap_push(&c->items, &c->n, &c->cap, ancestor, c->err);
+	slot = lock_overlap_push(&c->items, &c->n, &c->cap, ancestor, c->err);
 	if (slot == NULL) {
 		lock_entry_free(e);
 		return -1;
@@ -244,7 +244,7 @@ int local_overlaps(struct registry *reg, const char *workspace, bool probe,
 	}
 	wsl_error_clear(&ignored);
 	if (overlaps_both(&c, workspace) != 0) {
-		registry_overlaps_free(c.items, c.n);
+		lock_overlaps_free(c.items, c.n);
 		return -1;
 	}
 	*out = c.items;
@@ -273,7 +273,7 @@ int identity_self(struct registry *reg, const char *workspace, const char *skip_
 	}
 	wspath_identity_key(fs, fspath, key);
 	if (overlap_marked(&c, loc(reg)->ids_fd, "ids", key, MATCH_ID_AT, fspath, true) != 0) {
-		registry_overlaps_free(c.items, c.n);
+		lock_overlaps_free(c.items, c.n);
 		return -1;
 	}
 	if (c.n > 0) {

@@ -3,6 +3,7 @@
  * lockrules.h). Only decisions and their messages: no I/O. */
 #include "lockrules.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,34 @@ void lock_entry_free(struct lock_entry *e)
 	free(e->retained);
 	memset(e, 0, sizeof(*e));
 	e->state = LOCK_FREE;
+}
+
+void lock_overlaps_free(struct overlap *o, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		lock_entry_free(&o[i].entry);
+	free(o);
+}
+
+struct lock_entry *lock_overlap_push(struct overlap **items, size_t *n,
+				     size_t *cap, bool ancestor,
+				     struct wsl_error *err)
+{
+	if (*n == *cap) {
+		size_t grown = *cap ? *cap * 2 : 8;
+		struct overlap *p = realloc(*items, grown * sizeof(*p));
+		if (p == NULL) {
+			wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+			return NULL;
+		}
+		*items = p;
+		*cap = grown;
+	}
+	memset(&(*items)[*n], 0, sizeof((*items)[*n]));
+	(*items)[*n].ancestor = ancestor;
+	return &(*items)[(*n)++].entry;
 }
 
 /* ---- conflicts -------------------------------------------------------- */

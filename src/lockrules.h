@@ -1,6 +1,7 @@
 /* lockrules.h - every lock rule, once (DESIGN.md sections 4 and 5).
  *
- * A lock as a backend read it (struct lock_entry) and the rules that decide
+ * A lock as a backend read it (struct lock_entry, struct overlap: the types
+ * the backends fill, below the registry front end) and the rules that decide
  * what may be done with it: which of several conflicts is reported, which
  * conflicts waiting cannot cure, and the release, retain and take-over
  * checks. Both backends and the command layer ask these functions; none
@@ -63,6 +64,22 @@ const char *lock_state_name(enum lock_state s);
 
 /* Frees what e owns and marks it free. */
 void lock_entry_free(struct lock_entry *e);
+
+/* A lock that overlaps a workspace. */
+struct overlap {
+	struct lock_entry entry;
+	bool ancestor;		/* true: on an ancestor; false: a descendant */
+};
+
+/* Frees the n overlaps of o (registry_overlaps) and o. */
+void lock_overlaps_free(struct overlap *o, size_t n);
+
+/* Appends a zeroed overlap (ancestor or descendant) to the growing array
+ * *items of *n entries (*cap allocated) and returns its entry to fill;
+ * NULL with WSL_OS on allocation failure. */
+struct lock_entry *lock_overlap_push(struct overlap **items, size_t *n,
+				     size_t *cap, bool ancestor,
+				     struct wsl_error *err);
 
 /* What recover and reclaim expect to find: the compare of their
  * compare-and-swap, and the rules for taking the lock over. */

@@ -100,7 +100,7 @@ int main(int argc, char **argv)
 	int i, what, status;
 
 	stdout_closed = ensure_std_fds();
-	child_note_inherited_fds();
+	spawn_note_inherited_fds();
 	if (crypto_setup() != 0) {
 		fprintf(stderr, "wslock: cannot initialise libsodium [%s]\n", wsl_code_name(WSL_OS));
 		return wsl_code_exit(WSL_OS);

@@ -46,4 +46,14 @@ int nest_holds_file(dev_t dev, ino_t ino);
  */
 int nest_descends_from(pid_t from, pid_t pid, unsigned long long ticks);
 
+/*
+ * Finds, on workspace itself or an ancestor, a held lock that the process
+ * from (its own pid for run, --pid for acquire) is inside by proof
+ * (nest_proven: a descriptor of its live file, or descent from its
+ * holder). Returns 1 with the lock in *out (lock_entry_free it), 0 when
+ * there is none, -1 on error. A token proves nothing.
+ */
+int nest_find(struct registry *reg, const char *workspace, pid_t from,
+	      struct lock_entry *out, struct wsl_error *err);
+
 #endif

@@ -3,7 +3,6 @@
  * Every message goes through one_line, so that a hostile name cannot
  * break a line or drive the terminal. */
 #include "output.h"
-#include "cli.h"
 #include "registry.h"
 
 #include <errno.h>

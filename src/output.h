@@ -9,8 +9,18 @@
 
 #include "error.h"
 #include "lockrules.h"
+#include "registry.h"
 
-struct cli;
+/* State of one invocation, shared by every subcommand: filled by cli_parse
+ * (cli.h), read here for how and whether to print. */
+struct cli {
+	const char *cmd;	/* subcommand name, for messages and hints */
+	struct registry_config reg_cfg;	/* -d, --backend, --etcd-* */
+	bool json_errors;	/* errors also go to stdout as JSON */
+	bool pretty;
+	bool quiet;
+	int verbose;
+};
 
 /* Reports a usage error: one stderr line plus a hint to --help, the JSON
  * error on stdout when c->json_errors. Returns 64. */

@@ -3,7 +3,6 @@
 #include "registry_backend.h"
 #include "wspath.h"
 #include "fsx.h"
-#include "nest.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,15 +11,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-void registry_overlaps_free(struct overlap *o, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		lock_entry_free(&o[i].entry);
-	free(o);
-}
 
 /* The default registry when neither -d nor WSLOCK_DIR names one (DESIGN §5):
  * $STATE_DIRECTORY/wslock (systemd's StateDirectory=, a colon-separated list:
@@ -97,25 +87,6 @@ int registry_workspace(const struct registry *reg, const char *arg,
 	if (wspath_resolve(arg, allow_missing, out, err) != 0)
 		return -1;
 	return wspath_check_apart(out, reg->path, reg->real, err);
-}
-
-struct lock_entry *registry_overlap_push(struct overlap **items, size_t *n,
-					 size_t *cap, bool ancestor,
-					 struct wsl_error *err)
-{
-	if (*n == *cap) {
-		size_t grown = *cap ? *cap * 2 : 8;
-		struct overlap *p = realloc(*items, grown * sizeof(*p));
-		if (p == NULL) {
-			wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
-			return NULL;
-		}
-		*items = p;
-		*cap = grown;
-	}
-	memset(&(*items)[*n], 0, sizeof((*items)[*n]));
-	(*items)[*n].ancestor = ancestor;
-	return &(*items)[(*n)++].entry;
 }
 
 int registry_open(struct registry *reg, const struct registry_config *cfg,
@@ -276,42 +247,6 @@ void registry_lease_lost(struct wsl_error *err, const char *workspace)
 		wsl_error_prefix(err, WSL_OWNERSHIP_LOST,
 				 "the lease of %s could not be renewed before its deadline",
 				 workspace);
-}
-
-struct nesting_ctx {
-	struct registry *reg;
-	pid_t from;
-	struct lock_entry *out;
-	struct wsl_error *err;
-};
-
-static int nesting_match(const char *ws, void *arg)
-{
-	struct nesting_ctx *t = arg;
-	struct lock_entry e;
-
-	if (registry_get(t->reg, ws, false, &e, t->err) != 0)
-		return -1;
-	if (nest_proven(&e, t->from) == NEST_NONE) {
-		lock_entry_free(&e);
-		return 0;
-	}
-	*t->out = e;
-	return 1;
-}
-
-int registry_find_nesting(struct registry *reg, const char *workspace, pid_t from,
-			  struct lock_entry *out, struct wsl_error *err)
-{
-	struct nesting_ctx t = { reg, from, out, err };
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	out->state = LOCK_FREE;
-	rc = nesting_match(workspace, &t);
-	if (rc != 0)
-		return rc;
-	return wspath_for_each_ancestor(workspace, nesting_match, &t);
 }
 
 int registry_nest_lock(struct registry *reg, const char *workspace, const char *token,

@@ -186,22 +186,14 @@ void registry_coord_unlock(struct registry *reg);
 int registry_get(struct registry *reg, const char *workspace, bool probe,
 		 struct lock_entry *e, struct wsl_error *err);
 
-/* A lock that overlaps a workspace. */
-struct overlap {
-	struct lock_entry entry;
-	bool ancestor;		/* true: on an ancestor; false: a descendant */
-};
-
 /*
  * Every lock on a proper ancestor of workspace (nearest first) or below it
  * (through the nest markers of workspace: O(depth + locks below), never
  * O(all locks)). *out is a new array of *n entries; free with
- * registry_overlaps_free. Markers whose lock is gone are skipped.
+ * lock_overlaps_free. Markers whose lock is gone are skipped.
  */
 int registry_overlaps(struct registry *reg, const char *workspace, bool probe,
 		      struct overlap **out, size_t *n, struct wsl_error *err);
-
-void registry_overlaps_free(struct overlap *o, size_t n);
 
 /* Outcome of registry_try_acquire. */
 enum acquire_result {
@@ -248,16 +240,6 @@ int registry_release(struct registry *reg, const char *workspace,
 int registry_list(struct registry *reg, bool probe,
 		  int (*fn)(const struct lock_entry *e, void *arg), void *arg,
 		  struct wsl_error *err);
-
-/*
- * Finds, on workspace itself or an ancestor, a held lock that the process
- * from (its own pid for run, --pid for acquire) is inside by proof
- * (nest_proven: a descriptor of its live file, or descent from its
- * holder). Returns 1 with the lock in *out (lock_entry_free it), 0 when
- * there is none, -1 on error. A token proves nothing.
- */
-int registry_find_nesting(struct registry *reg, const char *workspace, pid_t from,
-			  struct lock_entry *out, struct wsl_error *err);
 
 /* Outcome of registry_nest_lock besides 0 (taken) and -1 (error). */
 enum {

@@ -55,11 +55,4 @@ extern const struct registry_ops registry_local_ops;
 int etcd_registry_open(struct registry *reg, const struct registry_config *cfg,
 		       struct wsl_error *err);
 
-/* Appends a zeroed overlap (ancestor or descendant) to the growing array
- * *items of *n entries (*cap allocated) and returns its entry to fill;
- * NULL with WSL_OS on allocation failure. */
-struct lock_entry *registry_overlap_push(struct overlap **items, size_t *n,
-					 size_t *cap, bool ancestor,
-					 struct wsl_error *err);
-
 #endif

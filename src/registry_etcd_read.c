@@ -296,7 +296,7 @@ struct ov_ctx {
 
 static struct lock_entry *ov_push(struct ov_ctx *c, bool ancestor)
 {
-	return registry_overlap_push(&c->items, &c->n, &c->cap, ancestor, c->err);
+	return lock_overlap_push(&c->items, &c->n, &c->cap, ancestor, c->err);
 }
 
 static int ov_descendant(struct lock_entry *e, void *arg)
@@ -375,7 +375,7 @@ int etcd_overlaps(struct registry *reg, const char *workspace, bool probe,
 	c.n = 0;
 	rc = 0;
 out:
-	registry_overlaps_free(c.items, c.n);
+	lock_overlaps_free(c.items, c.n);
 	for (i = 0; i < c.np; i++) {
 		lock_entry_free(&es[i]);
 		free((char *)c.paths[i]);

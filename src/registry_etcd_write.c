@@ -155,7 +155,7 @@ static int find_conflict(struct registry *reg, const struct owner *o,
 		return -1;
 	for (i = 0; i < n; i++)
 		lockrules_conflict_keep(conflict, &ov[i].entry);
-	registry_overlaps_free(ov, n);
+	lock_overlaps_free(ov, n);
 	return 0;
 }
 

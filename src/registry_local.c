@@ -470,7 +470,7 @@ static int local_try_acquire(struct registry *reg, const struct owner *o,
 	}
 	rc = publish(reg, o, live_fd, err) == 0 ? ACQUIRE_DONE : -1;
 out:
-	registry_overlaps_free(ov, n);
+	lock_overlaps_free(ov, n);
 	local_unlock(reg);
 	return rc;
 }

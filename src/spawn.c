@@ -1,0 +1,76 @@
+/* spawn.c - the process image of a command run under a lock: which
+ * descriptors it inherits (the caller's, noted at start, and the one named
+ * by its runner) and its exec. child.c and keeper.c start commands with it.
+ */
+#include "spawn.h"
+#include "cli.h"
+#include "error.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static unsigned char inherited[INHERITED_MAX / 8];
+
+void spawn_note_inherited_fds(void)
+{
+	struct dirent *de;
+	DIR *dir = opendir("/proc/self/fd");
+	int self;
+
+	if (dir == NULL)
+		return;
+	self = dirfd(dir);
+	while ((de = readdir(dir)) != NULL) {
+		long fd;
+		if (cli_parse_long(de->d_name, 0, INHERITED_MAX - 1, &fd) != 0 ||
+		    fd < 3 || fd == self)
+			continue;
+		inherited[fd / 8] |= (unsigned char)(1u << (fd % 8));
+	}
+	closedir(dir);
+}
+
+void spawn_list_fds(int keep, struct spawn_fds *out)
+{
+	struct dirent *de;
+	DIR *dir = opendir("/proc/self/fd");
+	int self;
+
+	out->n = 0;
+	if (dir == NULL)
+		return;
+	self = dirfd(dir);
+	while ((de = readdir(dir)) != NULL && out->n < INHERITED_MAX) {
+		long fd;
+		if (cli_parse_long(de->d_name, 3, INHERITED_MAX - 1, &fd) != 0 ||
+		    fd == self || fd == keep ||
+		    (inherited[fd / 8] & (1u << (fd % 8))) != 0)
+			continue;
+		out->fd[out->n++] = (int)fd;
+	}
+	closedir(dir);
+}
+
+void spawn_close_own_fds(int keep)
+{
+	struct spawn_fds fds;
+	int i;
+
+	spawn_list_fds(keep, &fds);
+	for (i = 0; i < fds.n; i++)
+		close(fds.fd[i]);
+}
+
+void spawn_exec(char **cmd)
+{
+	int e;
+
+	execvp(cmd[0], cmd);
+	e = errno;
+	fprintf(stderr, "wslock: cannot run %s: %s [%s]\n", cmd[0], strerror(e),
+		wsl_code_name(WSL_OS));
+	_exit(e == ENOENT ? 127 : 126);
+}

@@ -1,0 +1,57 @@
+/* spawn.h - the process image of a command run under a lock (src/spawn.c):
+ * what it is (struct child), the descriptors it inherits, its exec. Used by
+ * child.c (a command under a lock) and keeper.c (under a lease). */
+#ifndef WSLOCK_SPAWN_H
+#define WSLOCK_SPAWN_H
+
+#include <signal.h>
+#include <stdbool.h>
+
+/* How a command runs under a held lock. */
+struct child {
+	char **cmd;			/* argv, NULL-terminated */
+	const char *cwd;		/* chdir here before exec, or NULL */
+	bool stdout_to_stderr;		/* the command's stdout goes to our stderr
+					 * (reclaim: stdout is JSON only) */
+	bool retain_on_failure;		/* keep the lock, retained, if it fails */
+	int sigfd;			/* from child_block_signals */
+	const sigset_t *orig_mask;	/* restored in the child */
+	long kill_after_ms;		/* lease lost: SIGTERM, then SIGKILL after
+					 * this long (ms); 0: 10000 */
+};
+
+/* Descriptors 3..INHERITED_MAX-1 open at start; above that, all are kept. */
+#define INHERITED_MAX 1024
+
+/* The descriptors above 2 that wslock opened, but keep: listed before
+ * fork(), because after it the child may only make async-signal-safe calls
+ * (another thread, libcurl's resolver, may have held malloc's lock), so it
+ * just closes them. */
+struct spawn_fds {
+	int fd[INHERITED_MAX];
+	int n;
+};
+
+/* Lists into *out the descriptors above 2 that wslock opened (reads
+ * /proc/self/fd), but keep (-1: none). */
+void spawn_list_fds(int keep, struct spawn_fds *out);
+
+/*
+ * Remembers which descriptors above 2 the process inherited (called first
+ * thing in main): they are the caller's and pass through to a command, as
+ * with flock(1). Everything else above 2 is wslock's own.
+ */
+void spawn_note_inherited_fds(void);
+
+/* Closes every descriptor above 2 that wslock opened, except keep (-1:
+ * none): libraries (libcurl) do not all open theirs O_CLOEXEC, this is the
+ * guarantee that a command gets only keep. It reads /proc/self/fd
+ * (opendir, malloc): after fork() in a process with threads, list before
+ * forking instead (spawn_list_fds), as supervise does. */
+void spawn_close_own_fds(int keep);
+
+/* Replaces the process with cmd (execvp); on failure says why and exits
+ * 127 (not found) or 126. */
+void spawn_exec(char **cmd) __attribute__((noreturn));
+
+#endif

@@ -83,9 +83,16 @@ unit: $(UNIT)
 # BATS_FLAGS passes options to bats (make check BATS_FLAGS=-T: per-test times).
 # CHECK_BATS: the bats files or directories to run (default: all of tests/).
 CHECK_BATS ?= tests/
-check: wslock wslock-test $(UNIT)
+check: wslock wslock-test $(UNIT) check-structure
 	tests/unit/run.sh $(addprefix ./,$(UNIT))
 	tests/run-bats.sh $(BATS_FLAGS) $(CHECK_BATS)
+
+# The layout rules of DESIGN.md section 7 (tests/structure.sh): no src/*.c
+# over 900 lines, no cycle between modules in the include graph or in
+# which object uses which other's symbols (hence the objects), every lock
+# rule defined in lockrules.c alone.
+check-structure: $(CORE) $(CLI)
+	sh tests/structure.sh src
 
 # The etcd client against a real single node and a three-node cluster
 # (Debian's etcd-server); tests/etcd.bats, part of check, covers the backend.
@@ -149,4 +156,4 @@ clean:
 include bench/bench.mk
 include mk/hardening.mk
 
-.PHONY: all unit check check-etcd install uninstall clean test-build
+.PHONY: all unit check check-structure check-etcd install uninstall clean test-build

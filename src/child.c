@@ -85,7 +85,7 @@ static void exec_command(const struct child *ch, int live_fd, const struct spawn
 	if (ch->stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
 		_exit(126);
 	if (ch->cwd != NULL && chdir(ch->cwd) != 0) {
-		fprintf(stderr, "wslock: cannot enter %s: %s [%s]\n", ch->cwd, strerror(errno),
+		output_notice("cannot enter %s: %s [%s]", ch->cwd, strerror(errno),
 			wsl_code_name(WSL_OS));
 		_exit(126);
 	}
@@ -195,7 +195,7 @@ static void wait_nested(struct cli *c, struct registry *reg, const struct owner 
 	rc = registry_nest_lock(reg, o->workspace_root, o->token, LOCK_EX | LOCK_NB, nfd, &err);
 	if (rc == NEST_LOCK_BUSY) {
 		if (!c->quiet)
-			fprintf(stderr, "wslock: the command ended; waiting for the wslock runs nested under %s to end before releasing it\n",
+			output_notice("the command ended; waiting for the wslock runs nested under %s to end before releasing it",
 				o->workspace_root);
 		rc = registry_nest_lock(reg, o->workspace_root, o->token, LOCK_EX, nfd, &err);
 	}
@@ -227,7 +227,7 @@ static int let_go(struct cli *c, struct registry *reg, const struct owner *o,
 			return status;
 		}
 		if (!c->quiet)
-			fprintf(stderr, "wslock: the command failed (status %d); the lock on %s is retained for recovery: see 'wslock inspect %s'\n",
+			output_notice("the command failed (status %d); the lock on %s is retained for recovery: see 'wslock inspect %s'",
 				status, o->workspace_root, o->workspace_root);
 		return status;
 	}
@@ -237,7 +237,7 @@ static int let_go(struct cli *c, struct registry *reg, const struct owner *o,
 			/* The command finished: its status is the answer. The
 			 * lock stays, and reads as dead once its lease runs
 			 * out (recovery required): say so, not 69. */
-			fprintf(stderr, "wslock: the command finished, but the lock of %s could not be released (%s): it is left held, dead once its lease runs out; see 'wslock inspect %s'\n",
+			output_notice("the command finished, but the lock of %s could not be released (%s): it is left held, dead once its lease runs out; see 'wslock inspect %s'",
 				o->workspace_root, err.message, o->workspace_root);
 			wsl_error_clear(&err);
 			return status;

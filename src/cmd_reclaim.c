@@ -299,7 +299,7 @@ static int reclaim_all(struct cli *c, struct registry *reg, const struct candida
 				if (exit_status == 0)
 					exit_status = wsl_code_exit(code);
 				if (!c->quiet)
-					fprintf(stderr, "wslock: not reclaimed: %s: %s [%s]\n",
+					output_notice("not reclaimed: %s: %s [%s]",
 						e->workspace_root, why, wsl_code_name(code));
 			}
 			continue;
@@ -315,7 +315,7 @@ static int reclaim_all(struct cli *c, struct registry *reg, const struct candida
 			    err->code != WSL_LIVENESS_UNKNOWN && err->code != WSL_RECOVERY_REQUIRED)))
 				exit_status = wsl_code_exit(err->code);
 			if (!c->quiet)
-				fprintf(stderr, "wslock: skipped %s: %s\n", e->workspace_root,
+				output_notice("skipped %s: %s", e->workspace_root,
 					err->message);
 			item = json_pack("{s:s,s:s}", "workspace_root", e->workspace_root,
 					 "why", err->message);
@@ -333,7 +333,7 @@ static int reclaim_all(struct cli *c, struct registry *reg, const struct candida
 					  reclaimed_json(e, ch, cmd_status)) != 0)
 			goto oom;
 		if (c->verbose)
-			fprintf(stderr, "wslock: reclaimed %s (%s)\n", e->workspace_root, e->reason);
+			output_notice("reclaimed %s (%s)", e->workspace_root, e->reason);
 	}
 	if (registry_coord_lock(reg, LOCK_EX, err) != 0 ||
 	    registry_garbage(reg, true, &staging, &orphans, err) != 0)

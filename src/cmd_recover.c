@@ -188,12 +188,12 @@ static int recover_main(struct cli *c, int argc, char **argv)
 
 	if (ch.cmd != NULL) {
 		if (!c->quiet)
-			fprintf(stderr, "wslock: recovered %s from %s; running %s\n", ws,
+			output_notice("recovered %s from %s; running %s", ws,
 				prior.has_owner ? "its dead owner" : "a corrupt lock", ch.cmd[0]);
 		if (a.print_owner) {
 			char *doc = owner_format(&next, c->pretty);
 			if (doc != NULL)
-				fprintf(stderr, "%s\n", doc);
+				output_document(doc);
 			free(doc);
 		}
 		status = child_run_held(c, &reg, &next, live_fd, &ch);

@@ -88,7 +88,7 @@ static int wait_nested(struct cli *c, struct registry *reg, const char *ws,
 				     "wslock runs nested under the lock of %s are still running; nothing released",
 				     ws);
 	if (!c->quiet)
-		fprintf(stderr, "wslock: waiting for the wslock runs nested under %s to end\n", ws);
+		output_notice("waiting for the wslock runs nested under %s to end", ws);
 	if (deadline < 0) {
 		rc = registry_nest_lock(reg, ws, a->token, LOCK_EX, nfd, err);
 		return rc < 0 ? -1 : 0;
@@ -146,7 +146,7 @@ static int release_main(struct cli *c, int argc, char **argv)
 	fsx_close(nfd);
 	registry_close(&reg);
 	if (c->verbose)
-		fprintf(stderr, "wslock: released %s\n", ws);
+		output_notice("released %s", ws);
 	out = json_object();
 	json_object_set_new(out, "action", json_string("released"));
 	json_object_set_new(out, "workspace_root", json_string(ws));

@@ -107,7 +107,7 @@ static int run_main(struct cli *c, int argc, char **argv)
 		}
 		if (rc == 0) {
 			if (c->verbose)
-				fprintf(stderr, "wslock: %s is already held by the enclosing holder of %s\n",
+				output_notice("%s is already held by the enclosing holder of %s",
 					ws, outer.workspace_root);
 			ch.sigfd = child_block_signals(&orig, &err);
 			if (ch.sigfd < 0) {
@@ -148,11 +148,11 @@ static int run_main(struct cli *c, int argc, char **argv)
 	if (a.print_owner) {
 		char *doc = owner_format(&o, c->pretty);
 		if (doc != NULL)
-			fprintf(stderr, "%s\n", doc);
+			output_document(doc);
 		free(doc);
 	}
 	if (c->verbose)
-		fprintf(stderr, "wslock: locked %s (token %.8s...)\n", ws, o.token);
+		output_notice("locked %s (token %.8s...)", ws, o.token);
 	status = child_run_held(c, &reg, &o, live_fd, &ch);
 	registry_close(&reg);
 	return status;

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -106,24 +105,6 @@ int hold_conflict_status(const struct hold_wait *w, const struct wsl_error *err)
 	return wsl_code_exit(err->code);
 }
 
-/* Rewrites the terminal's current line: elapsed time and whom we wait for,
- * cut to the terminal's width so that it never wraps. */
-static void status_line(long long elapsed_ms, const char *subject, const char *who)
-{
-	char line[4096];
-	struct winsize wsz;
-	size_t cols = 80;
-
-	if (ioctl(STDERR_FILENO, TIOCGWINSZ, &wsz) == 0 && wsz.ws_col > 0)
-		cols = wsz.ws_col;
-	snprintf(line, sizeof(line), "wslock: waiting %llds: %s locked by %s",
-		 elapsed_ms / 1000, subject, who);
-	if (cols < sizeof(line) && strlen(line) >= cols)
-		line[cols - 1] = '\0';
-	fprintf(stderr, "\r\033[K%s", line);
-	fflush(stderr);
-}
-
 /* --reclaim-dead: takes over the dead owner of e by the same
  * compare-and-swap as reclaim --yes. Returns 0 when it is gone (or changed
  * meanwhile: the caller retries), -1 with err otherwise. */
@@ -140,7 +121,7 @@ static int reclaim_dead(struct cli *c, struct registry *reg,
 	rc = registry_take_over(reg, e->workspace_root, &x, NULL, NULL, &prior, err);
 	if (rc == 0 && !c->quiet) {
 		lockrules_describe_holder(e, who, sizeof(who));
-		fprintf(stderr, "wslock: reclaimed %s from %s: %s\n",
+		output_notice("reclaimed %s from %s: %s",
 			e->workspace_root, who, e->reason);
 	}
 	lock_entry_free(&prior);
@@ -242,16 +223,16 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 			watching = true;
 			watch = registry_wait_prepare(reg, &werr);
 			if (watch < 0 && c->verbose)
-				fprintf(stderr, "wslock: %s; polling instead\n", werr.message);
+				output_notice("%s; polling instead", werr.message);
 			wsl_error_clear(&werr);
 			lock_entry_free(&conflict);
 			continue;
 		}
 		if (tty) {
-			status_line(platform_mono_ms() - start, subject, who);
+			output_status_line(platform_mono_ms() - start, subject, who);
 			told = true;
 		} else if (!told && !c->quiet) {
-			fprintf(stderr, "wslock: waiting: %s locked by %s\n", subject, who);
+			output_notice("waiting: %s locked by %s", subject, who);
 			told = true;
 		}
 		lock_entry_free(&conflict);
@@ -278,6 +259,6 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		wsl_error_clear(err);
 	}
 	if (tty && told)
-		fputs("\r\033[K", stderr);	/* clear the status line */
+		output_status_clear();
 	return rc;
 }

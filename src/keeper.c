@@ -27,6 +27,7 @@
  */
 #include "keeper.h"
 #include "cli.h"
+#include "output.h"
 #include "fsx.h"
 #include "platform.h"
 
@@ -172,7 +173,7 @@ static void __attribute__((noreturn)) command_exec(const struct child *ch)
 	if (ch->stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
 		_exit(126);
 	if (ch->cwd != NULL && chdir(ch->cwd) != 0) {
-		fprintf(stderr, "wslock: cannot enter %s: %s\n", ch->cwd, strerror(errno));
+		output_notice("cannot enter %s: %s", ch->cwd, strerror(errno));
 		_exit(126);
 	}
 	spawn_exec(ch->cmd);
@@ -342,7 +343,7 @@ static void watch_lose(struct watch *w, struct wsl_error *err, const char *why,
 		kill(w->keeper, SIGKILL);
 	w->lost = true;
 	wsl_error_set(err, WSL_OWNERSHIP_LOST, "%s", why);
-	fprintf(stderr, "wslock: %s; stopping the command\n", why);
+	output_notice("%s; stopping the command", why);
 	signal_tree(getpid(), w->keeper, SIGTERM);
 	signal_tree(getpid(), w->keeper, SIGCONT);
 	w->kill_at = now + w->kill_after_ms;
@@ -368,7 +369,7 @@ static void watch_msg(struct watch *w, const struct keeper_msg *m,
 		if (!w->lost) {
 			w->lost = true;
 			wsl_error_set(err, WSL_OWNERSHIP_LOST, "%s", m->text);
-			fprintf(stderr, "wslock: %s; stopping the command\n", m->text);
+			output_notice("%s; stopping the command", m->text);
 			/* the keeper stops it; should the keeper stall, we do */
 			w->kill_at = w->deadline + 200;
 		}

@@ -83,7 +83,7 @@ static int run_command(struct cli *c, const struct cli_command *cmd,
 	 * a JSON answer would be reported as done while nobody saw it. (run
 	 * prints nothing; its command decides about its own stdout.) */
 	if (stdout_closed && cmd != &cmd_run && cmd != &cmd_recover) {
-		fprintf(stderr, "wslock: standard output is closed: the answer of '%s' would be lost; nothing done [%s]\n",
+		output_notice("standard output is closed: the answer of '%s' would be lost; nothing done [%s]",
 			cmd->name, wsl_code_name(WSL_IO));
 		return wsl_code_exit(WSL_IO);
 	}
@@ -102,7 +102,7 @@ int main(int argc, char **argv)
 	stdout_closed = ensure_std_fds();
 	spawn_note_inherited_fds();
 	if (crypto_setup() != 0) {
-		fprintf(stderr, "wslock: cannot initialise libsodium [%s]\n", wsl_code_name(WSL_OS));
+		output_notice("cannot initialise libsodium [%s]", wsl_code_name(WSL_OS));
 		return wsl_code_exit(WSL_OS);
 	}
 	what = cli_hoist_globals(argc, argv, &i, &args, &err);

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Copies a message for one line of stderr: control characters become
  * escapes (\n, \t, \xHH) so that a hostile name cannot break the line or
@@ -383,4 +385,41 @@ int output_table(const struct cli *c, const struct output_row *rows, size_t n)
 		return wsl_code_exit(WSL_IO);
 	}
 	return 0;
+}
+
+void output_notice(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("wslock: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void output_document(const char *doc)
+{
+	fprintf(stderr, "%s\n", doc);
+}
+
+void output_status_line(long long elapsed_ms, const char *subject, const char *who)
+{
+	char line[4096];
+	struct winsize wsz;
+	size_t cols = 80;
+
+	if (ioctl(STDERR_FILENO, TIOCGWINSZ, &wsz) == 0 && wsz.ws_col > 0)
+		cols = wsz.ws_col;
+	snprintf(line, sizeof(line), "wslock: waiting %llds: %s locked by %s",
+		 elapsed_ms / 1000, subject, who);
+	if (cols < sizeof(line) && strlen(line) >= cols)
+		line[cols - 1] = '\0';
+	fprintf(stderr, "\r\033[K%s", line);
+	fflush(stderr);
+}
+
+void output_status_clear(void)
+{
+	fputs("\r\033[K", stderr);
 }

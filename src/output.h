@@ -55,4 +55,22 @@ struct output_row {
  * registry options of c when it is not the default). */
 int output_table(const struct cli *c, const struct output_row *rows, size_t n);
 
+/* Says something on stderr that is not an error report: "wslock: ", the
+ * text and a newline, as given (no escaping: a notice names what the
+ * caller passed, byte for byte). Safe in a forked child before exec as
+ * far as stdio is. */
+void output_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Writes a document (an owner document: --print-owner) and a newline on
+ * stderr. */
+void output_document(const char *doc);
+
+/* Rewrites the terminal's current line on stderr: the wait's elapsed time
+ * (ms, shown in s) and whom it waits for, cut to the terminal's width so
+ * that it never wraps. */
+void output_status_line(long long elapsed_ms, const char *subject, const char *who);
+
+/* Clears the line output_status_line wrote. */
+void output_status_clear(void);
+
 #endif

@@ -4,6 +4,7 @@
  */
 #include "spawn.h"
 #include "cli.h"
+#include "output.h"
 #include "error.h"
 
 #include <dirent.h>
@@ -70,7 +71,7 @@ void spawn_exec(char **cmd)
 
 	execvp(cmd[0], cmd);
 	e = errno;
-	fprintf(stderr, "wslock: cannot run %s: %s [%s]\n", cmd[0], strerror(e),
+	output_notice("cannot run %s: %s [%s]", cmd[0], strerror(e),
 		wsl_code_name(WSL_OS));
 	_exit(e == ENOENT ? 127 : 126);
 }

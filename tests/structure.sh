@@ -127,6 +127,7 @@ done
 if ls "$src"/*.o > /dev/null 2>&1 && command -v nm > /dev/null; then
 	for o in "$src"/*.o; do
 		stem=$(basename "$o" .o)
+		[ -f "$src/$stem.c" ] || continue	# left from a removed file
 		nm --defined-only "$o" | awk -v s="$stem" '$2 ~ /^[TDRBCG]$/ { print "def", s, $3 }'
 		nm -u "$o" | awk -v s="$stem" '{ print "use", s, $NF }'
 	done > "$tmp/sym"

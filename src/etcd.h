@@ -268,4 +268,26 @@ int etcd_wait_change(struct etcd_client *c, const char *key, size_t key_len,
 		     long long after_revision, long timeout_ms,
 		     struct wsl_error *err);
 
+/* One key (range_end NULL) or range [key, range_end) to watch. */
+struct etcd_watch_range {
+	const char *key;
+	size_t key_len;
+	const char *range_end;
+	size_t range_end_len;
+};
+
+/*
+ * etcd_wait_change for n (>= 1) keys or ranges at once, on one stream:
+ * returns 1 when any of them changed after after_revision. With progress,
+ * each watch asks for etcd's progress notifications (sent every
+ * --experimental-watch-progress-notify-interval of the server, 10 min by
+ * default); they are no change. A stream that falls silent on a half-open
+ * connection ends with the timeout like a quiet one (0): watch in slices
+ * no longer than the silence you accept, from the revision up to which
+ * you know the keys.
+ */
+int etcd_wait_changes(struct etcd_client *c, const struct etcd_watch_range *r,
+		      size_t n, long long after_revision, long timeout_ms,
+		      bool progress, struct wsl_error *err);
+
 #endif

@@ -1,6 +1,9 @@
-/* etcd_watch.c - etcd_wait_change: one watch stream through the JSON
+/* etcd_watch.c - etcd_wait_change(s): one watch stream through the JSON
  * gateway (one {"result":...} object a line), read until a change, a
- * failure or the timeout, at the endpoints in failover order.
+ * failure or the timeout, at the endpoints in failover order. Several
+ * keys are several create requests in the one request body (the gateway
+ * relays each line as a message of the stream); a progress notification
+ * (a response with a header and nothing else) is no change.
  */
 #include "etcd_impl.h"
 #include "platform.h"
@@ -94,16 +97,16 @@ static size_t write_watch(char *data, size_t size, size_t nmemb, void *arg)
 	return w->changed || w->failed ? 0 : n;
 }
 
-static json_t *watch_request(const char *key, size_t key_len,
-			     const char *range_end, size_t range_end_len,
-			     long long after_revision)
+static json_t *watch_request(const struct etcd_watch_range *r,
+			     long long after_revision, bool progress)
 {
 	json_t *o = json_object(), *wrap = json_object();
 
 	if (o == NULL || wrap == NULL ||
-	    set_range(o, key, key_len, range_end, range_end_len) < 0 ||
+	    set_range(o, r->key, r->key_len, r->range_end, r->range_end_len) < 0 ||
 	    (after_revision > 0 &&
 	     set_int64(o, "start_revision", after_revision + 1) < 0) ||
+	    (progress && json_object_set_new(o, "progress_notify", json_true()) < 0) ||
 	    json_object_set(wrap, "create_request", o) < 0) {
 		json_decref(o);
 		json_decref(wrap);
@@ -113,27 +116,57 @@ static json_t *watch_request(const char *key, size_t key_len,
 	return wrap;
 }
 
+/* The create requests of r[0..n), one JSON object a line: the gateway
+ * relays each as a message of the one stream. */
+static char *watch_body(const struct etcd_watch_range *r, size_t n,
+			long long after_revision, bool progress)
+{
+	struct body b = { 0 };
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		json_t *req = watch_request(&r[i], after_revision, progress);
+		char *one = req ? json_dumps(req, JSON_COMPACT) : NULL;
+		int rc = one == NULL || body_add(&b, one, strlen(one)) < 0 ||
+			 body_add(&b, "\n", 1) < 0;
+
+		json_decref(req);
+		free(one);
+		if (rc) {
+			free(b.data);
+			return NULL;
+		}
+	}
+	return b.data;
+}
+
 int etcd_wait_change(struct etcd_client *c, const char *key, size_t key_len,
 		     const char *range_end, size_t range_end_len,
 		     long long after_revision, long timeout_ms,
 		     struct wsl_error *err)
 {
+	struct etcd_watch_range r = { key, key_len, range_end, range_end_len };
+
+	return etcd_wait_changes(c, &r, 1, after_revision, timeout_ms, false, err);
+}
+
+int etcd_wait_changes(struct etcd_client *c, const struct etcd_watch_range *r,
+		      size_t n, long long after_revision, long timeout_ms,
+		      bool progress, struct wsl_error *err)
+{
 	char failures[FAIL_MAX] = "";
 	char url[URL_MAX + 64];
 	long long deadline, left;
 	struct watch w;
-	json_t *req;
 	char *text;
 	CURLcode rc;
 	size_t i, idx;
 
-	if (timeout_ms <= 0 || after_revision < 0 || after_revision == LLONG_MAX)
+	if (timeout_ms <= 0 || after_revision < 0 || after_revision == LLONG_MAX ||
+	    n == 0)
 		return wsl_error_set(err, WSL_INTERNAL,
-				     "bad etcd watch timeout or revision");
-	req = watch_request(key, key_len, range_end, range_end_len,
-			    after_revision);
-	text = req ? json_dumps(req, JSON_COMPACT) : NULL;
-	json_decref(req);
+				     "bad etcd watch timeout, revision or keys");
+	text = watch_body(r, n, after_revision, progress);
 	if (text == NULL)
 		return wsl_error_set(err, WSL_INTERNAL, "out of memory");
 	deadline = platform_mono_ms() + timeout_ms;

@@ -1,8 +1,8 @@
 /* registry_etcd.c - the etcd backend (DESIGN.md section 5b): its keys and
- * documents, waiting for a change, the keeper's keepalive, opening and
- * closing. Reading locks is in registry_etcd_read.c, the writes (acquire,
- * release, retain, take-over) in registry_etcd_write.c; registry_etcd.h is
- * what the three share.
+ * documents, the keeper's keepalive, opening and closing. Reading locks is
+ * in registry_etcd_read.c, the writes (acquire, release, retain,
+ * take-over) in registry_etcd_write.c, waiting (the FIFO queue) in
+ * registry_etcd_queue.c; registry_etcd.h is what they share.
  *
  * Keys, below the prefix P (default "/wslock/"), W a canonical workspace
  * path (so its first byte is '/'):
@@ -24,6 +24,9 @@
  *                    lock-delay before this key can vanish. Lease key
  *                    present and live key gone: the holder is dead.
  *   P "retained" W   retained.json of a lock kept for recovery.
+ *   P "queue" W "//" L  a waiter for W: the owner document it will write,
+ *                    bound to its own lease L (16 hex digits); see
+ *                    registry_etcd_queue.c.
  *   P "journal/" T   one audit line per takeover; T is the time in
  *                    microseconds, zero-padded, and random hex: sortable and
  *                    unique.
@@ -158,60 +161,6 @@ static int etcd_garbage(struct registry *reg, bool remove, size_t *staging,
 	(void)err;
 	*staging = *orphan_markers = 0;	/* nothing is staged in etcd */
 	return 0;
-}
-
-static int etcd_wait_prepare(struct registry *reg, struct wsl_error *err)
-{
-	(void)reg;
-	(void)err;
-	return 0;	/* every read records its revision: waits start there */
-}
-
-static int sig_ready(int sigfd)
-{
-	struct pollfd p = { sigfd, POLLIN, 0 };
-
-	return sigfd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
-}
-
-static int etcd_wait(struct registry *reg, int sigfd, long timeout_ms,
-		     struct wsl_error *err)
-{
-	struct etcd_state *s = state(reg);
-	long long deadline = platform_mono_ms() + timeout_ms;
-	struct key k;
-	char end[KEY_MAX];
-	size_t end_len;
-
-	(void)err;
-	if (key_make(s, "lock", "", &k, err) != 0)
-		return -1;
-	end_len = etcd_prefix_end(k.b, k.len, end);
-	for (;;) {
-		struct wsl_error werr = { 0 };
-		long long left = deadline - platform_mono_ms();
-		int rc;
-
-		if (sig_ready(sigfd))
-			return 1;
-		if (left <= 0)
-			return 0;
-		rc = etcd_wait_change(s->c, k.b, k.len, end, end_len, s->last_rev,
-				      left < WAIT_SLICE_MS ? (long)left : WAIT_SLICE_MS,
-				      &werr);
-		if (rc == 1)
-			return 0;	/* something changed: the caller tries again */
-		if (rc < 0) {
-			/* No watch now: wait out the slice, the next attempt
-			 * says whether etcd is reachable. */
-			struct pollfd p = { sigfd, POLLIN, 0 };
-			wsl_error_clear(&werr);
-			left = deadline - platform_mono_ms();
-			if (left > 0)
-				poll(&p, sigfd >= 0 ? 1 : 0,
-				     (int)(left < WAIT_SLICE_MS ? left : WAIT_SLICE_MS));
-		}
-	}
 }
 
 /* A client for s's endpoints with its TLS files and user. */

@@ -27,6 +27,11 @@
 #define KINDS 4				/* keys per workspace: see the top */
 #define WAIT_SLICE_MS 1000		/* a watch cannot be interrupted: slices */
 
+struct key {
+	char b[KEY_MAX];
+	size_t len;
+};
+
 struct etcd_state {
 	struct etcd_client *c;
 	char prefix[PREFIX_MAX + 1];
@@ -51,17 +56,19 @@ struct etcd_state {
 	char held_token[WSL_TOKEN_HEX + 1];
 	char lease_ws[PATH_MAX];
 	long long last_rev;		/* header revision of the last read */
+	/* waiting (registry_etcd_queue.c) */
+	const struct owner *want;	/* the owner of the acquire in progress */
+	bool queued;			/* queue_key is ours, on queue_lease */
+	long long queue_lease;
+	struct key queue_key;
+	struct key wait_key;		/* what etcd_wait watches ("": all locks) */
+	long long wait_rev;		/* from this revision on */
 };
 
 /* What a lock entry does not say about its key. */
 struct kv_meta {
 	long long create_rev;
 	long long lease;
-};
-
-struct key {
-	char b[KEY_MAX];
-	size_t len;
 };
 
 static inline struct etcd_state *state(struct registry *reg)
@@ -111,6 +118,9 @@ int etcd_list(struct registry *reg, bool probe,
 
 /* ---- registry_etcd_write.c ---- */
 
+/* A liveness lease (TTL + lock-delay) in s->lease, granted, or renewed
+ * when a third of its TTL has passed since its last renewal. */
+int lease_ready(struct etcd_state *s, struct wsl_error *err);
 /* Forgets the lock this process acquired (frees held_value). */
 void held_forget(struct etcd_state *s);
 /* registry_ops.try_acquire, .release, .retain and .take_over (registry.h). */
@@ -126,5 +136,30 @@ int etcd_take_over(struct registry *reg, const char *workspace,
 		   const struct registry_expect *x, const struct owner *next,
 		   int *live_fd, struct lock_entry *prior,
 		   struct wsl_error *err);
+
+/* ---- registry_etcd_queue.c: FIFO waiting (the design atop it) ---- */
+
+/* How many compares queue_compares makes for ws (at most depth_of(ws)). */
+size_t queue_compares_room(const char *ws);
+/* The compares "no waiter of a workspace overlapping ws is queued" into
+ * cmp[], with their keys and range ends in keys[] and ends[] (each
+ * queue_compares_room(ws) long); *n gets their number. */
+int queue_compares(const struct etcd_state *s, const char *ws,
+		   struct etcd_compare *cmp, struct key *keys, struct key *ends,
+		   size_t *n, struct wsl_error *err);
+/* Reads the queue: the nearest waiter ahead of o (all of them when o is
+ * not queued) whose workspace overlaps o's goes to *ahead as a live
+ * conflict, and etcd_wait will watch its key; LOCK_FREE when none. Puts
+ * o's queue key again when its lease was lost. */
+int queue_ahead(struct etcd_state *s, const struct owner *o, struct lock_entry *ahead,
+		struct wsl_error *err);
+/* etcd_wait watches the lock key of workspace (a holder in the way). */
+void queue_watch_lock(struct etcd_state *s, const char *workspace);
+/* The queue key is gone (deleted with the acquire): not queued any more. */
+void queue_left(struct etcd_state *s);
+/* registry_ops.wait_prepare (puts the queue key of the acquire in
+ * progress) and .wait (registry.h). */
+int etcd_wait_prepare(struct registry *reg, struct wsl_error *err);
+int etcd_wait(struct registry *reg, int sigfd, long timeout_ms, struct wsl_error *err);
 
 #endif

@@ -28,9 +28,10 @@ static bool outcome_unknown(const struct wsl_error *err)
 }
 
 /* A liveness lease (TTL + lock-delay) for a holder that a keeper keeps
- * alive; kept across attempts, and renewed before it is used after a wait
- * so that the holder's deadline counts from a recent send. */
-static int lease_ready(struct etcd_state *s, struct wsl_error *err)
+ * alive (and for a waiter's queue key); kept across attempts, and renewed
+ * before it is used after a wait so that the holder's deadline counts from
+ * a recent send. */
+int lease_ready(struct etcd_state *s, struct wsl_error *err)
 {
 	long long now = platform_mono_ms(), ttl = 0;
 
@@ -159,20 +160,84 @@ static int find_conflict(struct registry *reg, const struct owner *o,
 	return 0;
 }
 
+/* The conflict of a waiter queued behind another: the holder in its way
+ * when there is one (it names who holds the lock up), else the waiter
+ * ahead. etcd_wait watches the waiter ahead either way. */
+static int ahead_conflict(struct registry *reg, const struct owner *o,
+			  const char *value, size_t value_len,
+			  struct lock_entry *ahead, struct lock_entry *conflict,
+			  struct wsl_error *err)
+{
+	struct kv_meta m;
+	bool mine;
+
+	if (find_conflict(reg, o, value, value_len, conflict, &m, &mine, err) != 0) {
+		lock_entry_free(ahead);
+		lock_entry_free(conflict);
+		return -1;
+	}
+	if (conflict->state == LOCK_FREE) {
+		*conflict = *ahead;
+		memset(ahead, 0, sizeof(*ahead));
+	}
+	lock_entry_free(ahead);
+	return ACQUIRE_CONFLICT;
+}
+
+/* The compares "no lock overlaps ws" into cmp[0..): ws itself, every
+ * proper ancestor ("/" excluded: it is never a workspace), then
+ * everything below it ([keys[nc]], dend); returns their number or -1. */
+static int lock_compares(struct etcd_state *s, const char *ws, const struct key *self,
+			 struct etcd_compare *cmp, struct key *keys, char *dend,
+			 struct wsl_error *err)
+{
+	char buf[PATH_MAX];
+	char *slash;
+	int nc = 0, i;
+
+	cmp[nc].key = self->b;
+	cmp[nc].key_len = self->len;
+	nc++;
+	snprintf(buf, sizeof(buf), "%s", ws);
+	while ((slash = strrchr(buf, '/')) != NULL && slash != buf) {
+		*slash = '\0';
+		if (key_make(s, "lock", buf, &keys[nc], err) != 0)
+			return -1;
+		cmp[nc].key = keys[nc].b;
+		cmp[nc].key_len = keys[nc].len;
+		nc++;
+	}
+	keys[nc] = *self;
+	if (keys[nc].len + 1 >= sizeof(keys[nc].b))
+		return wsl_error_set(err, WSL_UNSAFE_PATH, "etcd key for %s is too long", ws);
+	keys[nc].b[keys[nc].len++] = '/';
+	cmp[nc].key = keys[nc].b;
+	cmp[nc].key_len = keys[nc].len;
+	cmp[nc].range_end = dend;
+	cmp[nc].range_end_len = etcd_prefix_end(keys[nc].b, keys[nc].len, dend);
+	nc++;
+	for (i = 0; i < nc; i++) {
+		cmp[i].target = ETCD_TARGET_CREATE;
+		cmp[i].cmp = ETCD_CMP_EQUAL;
+		cmp[i].number = 0;
+	}
+	return nc;
+}
+
 int etcd_try_acquire(struct registry *reg, const struct owner *o,
 			    const struct registry_deadline *dl, int *live_fd, struct lock_entry *conflict,
 			    struct wsl_error *err)
 {
 	struct etcd_state *s = state(reg);
 	const char *ws = o->workspace_root;
-	size_t depth = depth_of(ws), nc = 0, value_len = 0, i;
+	size_t depth = depth_of(ws), nq = 0, value_len = 0, qroom = queue_compares_room(ws);
 	struct etcd_compare *cmp = NULL;
-	struct key *keys = NULL, self, ret, lease_k, live_k;
+	struct key *keys = NULL, *qkeys = NULL, self, ret, lease_k, live_k;
 	char dend[KEY_MAX];
-	struct etcd_op ops[4];
+	struct etcd_op ops[5];
 	struct etcd_txn t = { 0 };
 	char *value = NULL, *doc = NULL;
-	int attempt, rc = -1;
+	int attempt, nc, rc = -1;
 
 	memset(conflict, 0, sizeof(*conflict));
 	conflict->state = LOCK_FREE;
@@ -180,10 +245,12 @@ int etcd_try_acquire(struct registry *reg, const struct owner *o,
 		return wsl_error_set(err, WSL_UNSAFE_PATH,
 				     "workspace %s is more than %d directories deep: too deep for one etcd transaction",
 				     ws, DEPTH_MAX);
+	s->want = o;	/* for etcd_wait_prepare: its queue key */
 	value = owner_bytes(o, &value_len);
-	cmp = calloc(depth + 2, sizeof(*cmp));
+	cmp = calloc(depth + 2 + qroom, sizeof(*cmp));
 	keys = calloc(depth + 2, sizeof(*keys));
-	if (value == NULL || cmp == NULL || keys == NULL) {
+	qkeys = calloc(2 * qroom, sizeof(*qkeys));
+	if (value == NULL || cmp == NULL || keys == NULL || qkeys == NULL) {
 		wsl_error_set(err, WSL_INTERNAL, "cannot format the owner document");
 		goto out;
 	}
@@ -192,40 +259,23 @@ int etcd_try_acquire(struct registry *reg, const struct owner *o,
 	    key_make(s, "lease", ws, &lease_k, err) != 0 ||
 	    key_make(s, "live", ws, &live_k, err) != 0)
 		goto out;
-	/* The workspace itself, then every proper ancestor ("/" excluded:
-	 * it is never a workspace), then everything below it. */
-	{
-		char buf[PATH_MAX];
-		char *slash;
+	nc = lock_compares(s, ws, &self, cmp, keys, dend, err);
+	if (nc < 0)
+		goto out;
+	if (s->queued) {
+		struct lock_entry ahead;
 
-		cmp[nc].key = self.b;
-		cmp[nc].key_len = self.len;
-		nc++;
-		snprintf(buf, sizeof(buf), "%s", ws);
-		while ((slash = strrchr(buf, '/')) != NULL && slash != buf) {
-			*slash = '\0';
-			if (key_make(s, "lock", buf, &keys[nc], err) != 0)
-				goto out;
-			cmp[nc].key = keys[nc].b;
-			cmp[nc].key_len = keys[nc].len;
-			nc++;
-		}
-		keys[nc] = self;
-		if (keys[nc].len + 1 >= sizeof(keys[nc].b)) {
-			wsl_error_set(err, WSL_UNSAFE_PATH, "etcd key for %s is too long", ws);
+		/* Our turn only when no overlapping waiter is ahead of us
+		 * (the design is atop registry_etcd_queue.c); renewing the
+		 * lease keeps our place. */
+		if (lease_ready(s, err) != 0 || queue_ahead(s, o, &ahead, err) != 0)
+			goto out;
+		if (ahead.state != LOCK_FREE) {
+			rc = ahead_conflict(reg, o, value, value_len, &ahead, conflict, err);
 			goto out;
 		}
-		keys[nc].b[keys[nc].len++] = '/';
-		cmp[nc].key = keys[nc].b;
-		cmp[nc].key_len = keys[nc].len;
-		cmp[nc].range_end = dend;
-		cmp[nc].range_end_len = etcd_prefix_end(keys[nc].b, keys[nc].len, dend);
-		nc++;
-	}
-	for (i = 0; i < nc; i++) {
-		cmp[i].target = ETCD_TARGET_CREATE;
-		cmp[i].cmp = ETCD_CMP_EQUAL;
-		cmp[i].number = 0;
+	} else if (queue_compares(s, ws, cmp + nc, qkeys, qkeys + qroom, &nq, err) != 0) {
+		goto out;
 	}
 	if (live_fd != NULL && lease_ready(s, err) != 0)
 		goto out;
@@ -242,10 +292,14 @@ int etcd_try_acquire(struct registry *reg, const struct owner *o,
 	ops[1].key_len = ret.len;
 	if (liveness_ops(s, o, live_fd != NULL, &lease_k, &live_k, &ops[2], &doc, err) != 0)
 		goto out;
+	/* A waiter leaves the queue as it takes the lock. */
+	ops[4].type = ETCD_OP_DELETE;
+	ops[4].key = s->queue_key.b;
+	ops[4].key_len = s->queue_key.len;
 	t.compare = cmp;
-	t.n_compare = nc;
+	t.n_compare = (size_t)nc + nq;
 	t.success = ops;
-	t.n_success = 4;
+	t.n_success = s->queued ? 5 : 4;
 
 	for (attempt = 0; attempt < 20; attempt++) {
 		struct etcd_txn_result res;
@@ -286,10 +340,21 @@ int etcd_try_acquire(struct registry *reg, const struct owner *o,
 			break;
 		}
 		if (conflict->state != LOCK_FREE) {
+			queue_watch_lock(s, conflict->workspace_root);
 			rc = ACQUIRE_CONFLICT;
 			goto out;
 		}
-		/* Released between the compare and the read: try again. */
+		/* No holder: a waiter queued ahead (then a newcomer waits
+		 * behind it), or released between the compare and the read:
+		 * try again. */
+		if (!s->queued) {
+			if (queue_ahead(s, o, conflict, err) != 0)
+				goto out;
+			if (conflict->state != LOCK_FREE) {
+				rc = ACQUIRE_CONFLICT;
+				goto out;
+			}
+		}
 	}
 	if (attempt == 20) {
 		wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,
@@ -302,12 +367,16 @@ int etcd_try_acquire(struct registry *reg, const struct owner *o,
 		*live_fd = -1;
 	}
 	held_note(s, o, value, value_len, reg->fence);
+	queue_left(s);
 	rc = ACQUIRE_DONE;
 out:
+	if (rc != ACQUIRE_CONFLICT)
+		s->want = NULL;
 	free(doc);
 	free(value);
 	free(cmp);
 	free(keys);
+	free(qkeys);
 	return rc;
 }
 

@@ -1,0 +1,378 @@
+/* registry_etcd_queue.c - waiting on etcd is FIFO (DESIGN.md section 5b),
+ * as etcd's own concurrency.Mutex waits, extended to nested workspaces.
+ *
+ * One queue per registry prefix P. A waiter puts the key
+ *
+ *   P "queue" W "//" LEASE      (LEASE: its lease id, 16 hex digits)
+ *
+ * holding the owner document it will write, bound to its own lease (the
+ * lease it will hold the lock on; `acquire` has one just for waiting). The
+ * lease is renewed while it waits, so a wait may last longer than the TTL;
+ * a waiter that crashes leaves the queue when its lease runs out (TTL +
+ * lock-delay), one that gives up revokes it at once. Queue keys are ordered
+ * by their create revision: who came first.
+ *
+ * A workspace conflicts with itself, its ancestors and its descendants, so
+ * a waiter waits only for the *conflicting* waiters ahead of it: those whose
+ * workspace overlaps its own. It watches just one key: the nearest of them
+ * (greatest create revision below its own), and when that one is gone it
+ * looks again. With none ahead it tries the lock (one transaction with the
+ * overlap checks, which also deletes its queue key), and when a holder
+ * conflicts it watches that holder's lock key. A waiter thus waits on keys
+ * of lower revision or on a holder, never in a cycle: nobody starves and
+ * nobody waits forever for a waiter that is gone.
+ *
+ * A newcomer does not jump the queue: its first acquire transaction also
+ * compares that no queue key lies in the ranges of its own workspace and
+ * descendants ("P queue W/") or of an ancestor A's own ("P queue A//");
+ * canonical paths never hold "//", so these ranges hold exactly the
+ * overlapping waiters. (A workspace too deep for both sets of compares in
+ * one transaction compares the whole queue instead.) A waiter ahead of it
+ * is reported like a holder: live, "waiting ahead in the queue". A -n
+ * attempt therefore finds a workspace busy while a conflicting waiter is
+ * queued, even if nobody holds it at that instant.
+ *
+ * Uncontended, none of this costs a request: the queue compares ride in
+ * the acquire transaction, the queue key is put only when hold.c prepares
+ * to wait.
+ */
+#include "registry_etcd.h"
+#include "platform.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LEASE_HEX 16
+#define SEP "//"
+#define SEP_LEN 2
+#define TXN_COMPARE_MAX 128	/* etcd's default --max-txn-ops */
+
+/* P "queue" path into k. */
+static int queue_key(const struct etcd_state *s, const char *path, const char *tail,
+		     struct key *k, struct wsl_error *err)
+{
+	int n = snprintf(k->b, sizeof(k->b), "%squeue%s%s", s->prefix, path, tail);
+
+	if (n < 0 || (size_t)n >= sizeof(k->b))
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "etcd queue key for %s is too long", path);
+	k->len = (size_t)n;
+	return 0;
+}
+
+/* Whether canonical paths a (alen bytes) and b overlap: the same, or one
+ * below the other. */
+static bool paths_overlap(const char *a, size_t alen, const char *b)
+{
+	size_t blen = strlen(b), n = alen < blen ? alen : blen;
+
+	if (memcmp(a, b, n) != 0)
+		return false;
+	if (alen == blen)
+		return true;
+	return (alen < blen ? b[alen] : a[blen]) == '/';
+}
+
+/* The workspace of queue key kv (*len bytes at *path); false when kv is
+ * not shaped like one. */
+static bool queue_path(const struct etcd_state *s, const struct etcd_kv *kv,
+		       const char **path, size_t *len)
+{
+	size_t head = s->prefix_len + 5;	/* "queue" */
+
+	if (kv->key_len < head + 1 + SEP_LEN + LEASE_HEX ||
+	    memcmp(kv->key + kv->key_len - LEASE_HEX - SEP_LEN, SEP, SEP_LEN) != 0)
+		return false;
+	*path = kv->key + head;
+	*len = kv->key_len - head - SEP_LEN - LEASE_HEX;
+	return (*path)[0] == '/';
+}
+
+size_t queue_compares_room(const char *ws)
+{
+	size_t d = depth_of(ws);
+
+	/* the lock's d + 1 compares, then the queue's */
+	return 2 * d + 1 <= TXN_COMPARE_MAX ? d : 1;
+}
+
+int queue_compares(const struct etcd_state *s, const char *ws,
+		   struct etcd_compare *cmp, struct key *keys, struct key *ends,
+		   size_t *n, struct wsl_error *err)
+{
+	char buf[PATH_MAX];
+	char *slash;
+	size_t i = 0;
+
+	if (queue_compares_room(ws) == 1) {
+		if (queue_key(s, "/", "", &keys[0], err) != 0)
+			return -1;
+		i = 1;
+	} else {
+		if (queue_key(s, ws, "/", &keys[i++], err) != 0)
+			return -1;
+		snprintf(buf, sizeof(buf), "%s", ws);
+		while ((slash = strrchr(buf, '/')) != NULL && slash != buf) {
+			*slash = '\0';
+			if (queue_key(s, buf, SEP, &keys[i++], err) != 0)
+				return -1;
+		}
+	}
+	for (*n = 0; *n < i; (*n)++) {
+		memset(&cmp[*n], 0, sizeof(cmp[*n]));
+		cmp[*n].target = ETCD_TARGET_CREATE;
+		cmp[*n].cmp = ETCD_CMP_EQUAL;
+		cmp[*n].key = keys[*n].b;
+		cmp[*n].key_len = keys[*n].len;
+		ends[*n].len = etcd_prefix_end(keys[*n].b, keys[*n].len, ends[*n].b);
+		cmp[*n].range_end = ends[*n].b;
+		cmp[*n].range_end_len = ends[*n].len;
+	}
+	return 0;
+}
+
+/* Puts o's queue key on s's lease (granted or renewed first); its create
+ * revision is the txn's. */
+static int queue_join(struct etcd_state *s, const struct owner *o, struct wsl_error *err)
+{
+	char tail[SEP_LEN + LEASE_HEX + 1];
+	struct etcd_op op = { 0 };
+	struct etcd_txn t = { 0 };
+	struct etcd_txn_result res;
+	size_t len = 0;
+	char *value;
+	bool ok;
+	int rc;
+
+	if (lease_ready(s, err) != 0)
+		return -1;
+	snprintf(tail, sizeof(tail), SEP "%016llx", (unsigned long long)s->lease);
+	if (queue_key(s, o->workspace_root, tail, &s->queue_key, err) != 0)
+		return -1;
+	value = owner_bytes(o, &len);
+	if (value == NULL)
+		return wsl_error_set(err, WSL_INTERNAL, "cannot format the owner document");
+	op.type = ETCD_OP_PUT;
+	op.key = s->queue_key.b;
+	op.key_len = s->queue_key.len;
+	op.value = value;
+	op.value_len = len;
+	op.lease = s->lease;
+	t.success = &op;
+	t.n_success = 1;
+	/* A put of the same key and value twice is harmless: resent as a read. */
+	rc = etcd_txn(s->c, &t, &ok, &res, err);
+	free(value);
+	if (rc != 0 && !(err->outcome_unknown && err->code == WSL_BACKEND_UNAVAILABLE))
+		return -1;
+	wsl_error_clear(err);
+	if (rc == 0) {
+		note_rev(s, res.revision);
+		etcd_txn_result_free(&res);
+	}
+	s->queued = true;
+	s->queue_lease = s->lease;
+	return 0;
+}
+
+/* Fills e as the conflict that waiter kv (workspace path) is to a caller:
+ * a live holder, "waiting ahead in the queue". */
+static int ahead_entry(const struct etcd_kv *kv, const char *path, size_t len,
+		       struct lock_entry *e, struct wsl_error *err)
+{
+	char why[256];
+
+	memset(e, 0, sizeof(*e));
+	e->state = LOCK_HELD;
+	snprintf(e->workspace_root, sizeof(e->workspace_root), "%.*s", (int)len, path);
+	crypto_path_key(e->workspace_root, e->key);
+	snprintf(e->lock_path, sizeof(e->lock_path), "%s", kv->key);
+	e->raw = dup_bytes(kv->value, kv->value_len);
+	if (e->raw == NULL)
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	e->raw_len = kv->value_len;
+	e->has_owner = owner_parse(e->raw, e->raw_len, &e->owner, why, sizeof(why)) == 0;
+	e->probed = true;
+	e->liveness = LIVENESS_LIVE;
+	snprintf(e->reason, sizeof(e->reason),
+		 "it is waiting ahead in the queue (its queue key lives on its own lease %llx)",
+		 (unsigned long long)kv->lease);
+	return 0;
+}
+
+int queue_ahead(struct etcd_state *s, const struct owner *o, struct lock_entry *ahead,
+		struct wsl_error *err)
+{
+	const char *ws = o->workspace_root;
+	struct key k;
+	char end[KEY_MAX];
+	size_t end_len;
+	int tries;
+
+	memset(ahead, 0, sizeof(*ahead));
+	ahead->state = LOCK_FREE;
+	if (queue_key(s, "/", "", &k, err) != 0)
+		return -1;
+	end_len = etcd_prefix_end(k.b, k.len, end);
+	for (tries = 0; tries < 3; tries++) {
+		struct etcd_kv *kvs = NULL, *own = NULL, *best = NULL;
+		const char *path = NULL, *bpath = NULL;
+		size_t n = 0, i, plen = 0, blen = 0;
+		long long rev = 0, mine = -1;
+
+		if (s->queued && s->queue_lease != s->lease &&
+		    queue_join(s, o, err) != 0)	/* the lease was granted anew */
+			return -1;
+		if (etcd_range(s->c, k.b, k.len, end, end_len, 0, &kvs, &n, &rev, err) != 0)
+			return -1;
+		note_rev(s, rev);
+		for (i = 0; s->queued && i < n; i++)
+			if (same_bytes(kvs[i].key, kvs[i].key_len, s->queue_key.b, s->queue_key.len))
+				own = &kvs[i];
+		if (s->queued && own == NULL) {
+			/* Our lease ran out while we could not renew it: back
+			 * to the end of the queue (nothing better is safe). */
+			etcd_kvs_free(kvs, n);
+			s->queue_lease = 0;
+			continue;
+		}
+		if (own != NULL)
+			mine = own->create_revision;
+		for (i = 0; i < n; i++) {
+			if (&kvs[i] == own || (mine >= 0 && kvs[i].create_revision >= mine) ||
+			    !queue_path(s, &kvs[i], &path, &plen) ||
+			    !paths_overlap(path, plen, ws) ||
+			    (best != NULL && kvs[i].create_revision <= best->create_revision))
+				continue;
+			best = &kvs[i];
+			bpath = path;
+			blen = plen;
+		}
+		if (best != NULL) {
+			memcpy(s->wait_key.b, best->key, best->key_len);
+			s->wait_key.len = best->key_len;
+			s->wait_rev = rev;
+			if (ahead_entry(best, bpath, blen, ahead, err) != 0) {
+				etcd_kvs_free(kvs, n);
+				return -1;
+			}
+		}
+		etcd_kvs_free(kvs, n);
+		return 0;
+	}
+	return wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,
+			     "the queue key of %s kept vanishing (its lease could not be renewed)", ws);
+}
+
+void queue_watch_lock(struct etcd_state *s, const char *workspace)
+{
+	struct wsl_error ignore = { 0 };
+
+	if (key_make(s, "lock", workspace, &s->wait_key, &ignore) != 0) {
+		s->wait_key.len = 0;
+		wsl_error_clear(&ignore);
+	}
+	s->wait_rev = s->last_rev;
+}
+
+void queue_left(struct etcd_state *s)
+{
+	s->queued = false;
+	s->queue_lease = 0;
+	s->wait_key.len = 0;
+}
+
+/* ---- registry_ops.wait_prepare and .wait ------------------------------ */
+
+int etcd_wait_prepare(struct registry *reg, struct wsl_error *err)
+{
+	struct etcd_state *s = state(reg);
+
+	/* hold.c calls it after the first conflict of s->want's acquire */
+	if (s->queued || s->want == NULL)
+		return 0;
+	return queue_join(s, s->want, err);
+}
+
+static int sig_ready(int sigfd)
+{
+	struct pollfd p = { sigfd, POLLIN, 0 };
+
+	return sigfd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
+}
+
+/* Renews the waiter's lease when a third of its TTL has passed. A lease
+ * that is gone took the queue key with it: queue_ahead puts it again. */
+static void queue_renew(struct etcd_state *s)
+{
+	struct wsl_error ignore = { 0 };
+	long long now = platform_mono_ms(), ttl = 0;
+
+	if (s->lease == 0 || s->lease_used || now - s->lease_sent_ms < s->ttl_s * 1000 / 3)
+		return;
+	if (etcd_lease_keepalive(s->c, s->lease, &ttl, &ignore) == 0) {
+		if (ttl > 0)
+			s->lease_sent_ms = now;
+		else
+			s->lease = 0;	/* lease_ready grants a new one */
+	}
+	wsl_error_clear(&ignore);
+}
+
+int etcd_wait(struct registry *reg, int sigfd, long timeout_ms, struct wsl_error *err)
+{
+	struct etcd_state *s = state(reg);
+	long long deadline = platform_mono_ms() + timeout_ms;
+	struct key all;
+	char end[KEY_MAX];
+	const char *key, *range_end = NULL;
+	size_t key_len, end_len = 0;
+	long long after;
+
+	/* The key just ahead of us, or the holder in our way; without one
+	 * (nothing read yet) any change to a lock. */
+	if (s->wait_key.len > 0) {
+		key = s->wait_key.b;
+		key_len = s->wait_key.len;
+		after = s->wait_rev;
+	} else {
+		if (key_make(s, "lock", "", &all, err) != 0)
+			return -1;
+		key = all.b;
+		key_len = all.len;
+		end_len = etcd_prefix_end(all.b, all.len, end);
+		range_end = end;
+		after = s->last_rev;
+	}
+	for (;;) {
+		struct wsl_error werr = { 0 };
+		long long now = platform_mono_ms(), left = deadline - now, slice;
+		int rc;
+
+		if (sig_ready(sigfd))
+			return 1;
+		if (left <= 0)
+			return 0;
+		queue_renew(s);
+		/* the watch cannot renew the lease meanwhile: slices */
+		slice = left < WAIT_SLICE_MS ? left : WAIT_SLICE_MS;
+		if (s->queued && s->ttl_s * 1000 / 3 < slice)
+			slice = s->ttl_s * 1000 / 3;
+		rc = etcd_wait_change(s->c, key, key_len, range_end, end_len, after,
+				      (long)slice, &werr);
+		if (rc == 1)
+			return 0;	/* it changed: the caller tries again */
+		if (rc < 0) {
+			/* No watch now: wait out the slice, the next attempt
+			 * says whether etcd is reachable. */
+			struct pollfd p = { sigfd, POLLIN, 0 };
+			wsl_error_clear(&werr);
+			left = deadline - platform_mono_ms();
+			if (left > 0)
+				poll(&p, sigfd >= 0 ? 1 : 0, (int)(left < slice ? left : slice));
+		}
+	}
+}

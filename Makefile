@@ -39,12 +39,12 @@ PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS))
 # The user's CPPFLAGS and CFLAGS come last so they can override ours (a
 # Debian build passes -D_FORTIFY_SOURCE=2 in CPPFLAGS).
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DWSLOCK_VERSION='"$(VERSION)"' -O2 -g \
-	$(WARN) $(SAN) $(PKG_CFLAGS) $(CPPFLAGS) $(CFLAGS)
-ALL_LDFLAGS = $(SAN) $(LDFLAGS)
+	-pthread $(WARN) $(SAN) $(PKG_CFLAGS) $(CPPFLAGS) $(CFLAGS)
+ALL_LDFLAGS = -pthread $(SAN) $(LDFLAGS)
 LIBS = $(PKG_LIBS)
 
 CORE = src/error.o src/crypto.o src/platform.o src/fsx.o src/owner.o src/journal.o \
-       src/testhook.o src/registry.o src/registry_etcd.o src/registry_etcd_read.o src/registry_etcd_write.o src/registry_etcd_queue.o src/etcd.o src/etcd_kv.o src/etcd_watch.o \
+       src/testhook.o src/registry.o src/registry_etcd.o src/registry_etcd_read.o src/registry_etcd_write.o src/registry_etcd_queue.o src/registry_etcd_watch.o src/etcd.o src/etcd_kv.o src/etcd_watch.o \
        src/liveness.o src/lockrules.o src/wspath.o src/registry_local.o src/local_open.o src/local_wait.o \
        src/local_markers.o src/local_garbage.o src/mountinfo.o src/nest.o
 CLI = src/cli.o src/output.o src/hold.o src/child.o src/spawn.o src/keeper.o src/cmd_acquire.o src/cmd_release.o src/cmd_run.o \

@@ -48,6 +48,7 @@
 
 #define TREE_MAX 8192		/* processes looked at when stopping a tree */
 #define RETRY_MS 300		/* a renewal that failed is tried again */
+#define WATCH_DELAY_MS 200	/* the lock's watch starts after the command */
 
 enum msg_type { MSG_STARTED, MSG_RENEWED, MSG_LOST, MSG_EXITED };
 
@@ -184,6 +185,8 @@ struct keep {
 	struct registry *reg;
 	const struct owner *o;
 	int rep, ctl, sigfd;
+	int watch;		/* registry_watch_own's descriptor, or -1 */
+	long long watch_at;	/* when to start the watch; -1: started */
 	long kill_after_ms, period_ms;
 	long long deadline, renew_at, kill_at;
 	pid_t cmd;
@@ -240,6 +243,34 @@ static void keep_renew(struct keep *k)
 	wsl_error_clear(&kerr);
 }
 
+static void keep_watch(struct keep *k)
+{
+	struct wsl_error werr = { 0 };
+
+	k->watch_at = -1;
+	if (k->lost || k->cmd_done ||
+	    registry_watch_own(k->reg, k->o, &k->watch, &werr) != 0)
+		k->watch = -1;
+	wsl_error_clear(&werr);
+}
+
+/* The watch reported a loss (or ended): stop the command now. */
+static void keep_watched(struct keep *k)
+{
+	char why[401];
+	ssize_t n;
+
+	do
+		n = read(k->watch, why, sizeof(why) - 1);
+	while (n < 0 && errno == EINTR);
+	close(k->watch);
+	k->watch = -1;
+	if (n <= 0 || k->lost || k->cmd_done)
+		return;	/* no message: the renewals' re-read remains */
+	why[n] = '\0';
+	keep_lose(k, why, platform_mono_ms());
+}
+
 static void keep_reap(struct keep *k)
 {
 	int st;
@@ -281,8 +312,15 @@ static void __attribute__((noreturn)) keeper_main(struct keep *k, const struct c
 	m.type = MSG_STARTED;
 	m.pid = k->cmd;
 	send_msg(k->rep, &m);
+	/* A loss is seen at once through the watch of the lock's keys,
+	 * started WATCH_DELAY_MS after the command (a command that ends
+	 * sooner costs no watch); without one, at the next renewal's
+	 * re-read. */
+	k->watch = -1;
+	k->watch_at = platform_mono_ms() + WATCH_DELAY_MS;
 	for (;;) {
-		struct pollfd p[2] = { { k->sigfd, POLLIN, 0 }, { k->ctl, POLLIN, 0 } };
+		struct pollfd p[3] = { { k->sigfd, POLLIN, 0 }, { k->ctl, POLLIN, 0 },
+				       { k->watch, POLLIN, 0 } };
 		long long now = platform_mono_ms(), when;
 
 		keep_reap(k);
@@ -299,12 +337,21 @@ static void __attribute__((noreturn)) keeper_main(struct keep *k, const struct c
 		}
 		if (!k->lost && now >= k->renew_at)
 			keep_renew(k);
+		if (k->watch_at >= 0 && now >= k->watch_at)
+			keep_watch(k);
 		now = platform_mono_ms();
 		when = k->lost ? k->kill_at : k->renew_at;
-		if (poll(p, k->ctl >= 0 ? 2 : 1, ms_until(when, now)) < 0 && errno != EINTR)
+		if (k->watch_at >= 0 && k->watch_at < when)
+			when = k->watch_at;
+		/* a descriptor of -1 is skipped by poll(2) */
+		p[1].fd = k->ctl;
+		p[2].fd = k->watch;
+		if (poll(p, 3, ms_until(when, now)) < 0 && errno != EINTR)
 			_exit(71);
 		if (p[0].revents & POLLIN)
 			drain_signals(k->sigfd);
+		if (k->watch >= 0 && (p[2].revents & (POLLIN | POLLHUP)))
+			keep_watched(k);
 		if (k->ctl >= 0 && (p[1].revents & (POLLIN | POLLHUP))) {
 			char b;
 			ssize_t r = read(k->ctl, &b, 1);

@@ -241,6 +241,13 @@ int registry_keepalive(struct registry *reg, const struct owner *o,
 		reg->ops->keepalive(reg, o, next_ms, ttl_ms, err) : 0;
 }
 
+int registry_watch_own(struct registry *reg, const struct owner *o, int *fd,
+		       struct wsl_error *err)
+{
+	*fd = -1;
+	return reg->ops->watch_own != NULL ? reg->ops->watch_own(reg, o, fd, err) : 0;
+}
+
 void registry_lease_lost(struct wsl_error *err, const char *workspace)
 {
 	if (err->code != WSL_OWNERSHIP_LOST)

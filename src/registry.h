@@ -291,6 +291,18 @@ int registry_keepalive(struct registry *reg, const struct owner *o,
 		       long *next_ms, long *ttl_ms, struct wsl_error *err);
 
 /*
+ * Watches o's lock for its loss while a keeper keeps it (etcd: a thread
+ * watching its lock and liveness keys, each change confirmed by a read;
+ * registry_etcd_watch.c). Sets *fd to a descriptor (O_CLOEXEC) that
+ * becomes readable when the lock is lost: it then holds one message, the
+ * reason (at most 400 bytes, no NUL), then end of file; -1 when
+ * the backend has nothing to watch. Returns 0, or -1 with err (WSL_OS).
+ * The watch ends with the process.
+ */
+int registry_watch_own(struct registry *reg, const struct owner *o, int *fd,
+		       struct wsl_error *err);
+
+/*
  * Turns the failure of registry_keepalive for the lock of workspace into
  * the loss of that lock: err (as keepalive filled it) becomes
  * WSL_OWNERSHIP_LOST; when it was not already that (the backend stayed

@@ -4,7 +4,7 @@
  * Every function has the contract of the registry_* function of the same
  * name in registry.h; registry_open has selected the backend and filled
  * reg->ops. A NULL entry means "nothing to do" (lock, unlock, wait_prepare,
- * keepalive).
+ * keepalive, watch_own).
  */
 #ifndef WSLOCK_REGISTRY_BACKEND_H
 #define WSLOCK_REGISTRY_BACKEND_H
@@ -43,6 +43,8 @@ struct registry_ops {
 		    struct wsl_error *err);
 	int (*keepalive)(struct registry *reg, const struct owner *o,
 			 long *next_ms, long *ttl_ms, struct wsl_error *err);
+	int (*watch_own)(struct registry *reg, const struct owner *o, int *fd,
+			 struct wsl_error *err);
 	int (*nest_lock)(struct registry *reg, const char *workspace,
 			 const char *token, int op, int *fd, struct wsl_error *err);
 };

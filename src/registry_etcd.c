@@ -164,8 +164,8 @@ static int etcd_garbage(struct registry *reg, bool remove, size_t *staging,
 }
 
 /* A client for s's endpoints with its TLS files and user. */
-static int client_new(struct etcd_state *s, struct etcd_client **out,
-		      struct wsl_error *err)
+int client_new(struct etcd_state *s, struct etcd_client **out,
+	       struct wsl_error *err)
 {
 	if (etcd_open(out, s->endpoints, s->timeout_ms, err) != 0)
 		return -1;
@@ -229,8 +229,8 @@ static int client_own(struct etcd_state *s, struct wsl_error *err)
 
 /* 0 when o's lock still holds o's exact bytes and its live key; else
  * WSL_OWNERSHIP_LOST. A read that fails proves nothing: 0. */
-static int check_own(struct etcd_state *s, const struct owner *o,
-		     struct wsl_error *err)
+int check_own(struct etcd_state *s, const struct owner *o,
+	      struct wsl_error *err)
 {
 	struct wsl_error rerr = { 0 };
 	struct lock_entry e;
@@ -251,7 +251,7 @@ static int check_own(struct etcd_state *s, const struct owner *o,
 				   "changed (another owner holds it now)");
 	else if (e.liveness != LIVENESS_LIVE)
 		rc = wsl_error_set(err, WSL_OWNERSHIP_LOST,
-				   "the liveness key of %s was removed while this command held it",
+				   "the liveness key of %s was removed (its lease expired or was revoked) while this command held it",
 				   o->workspace_root);
 	lock_entry_free(&e);
 	free(mine);
@@ -345,6 +345,7 @@ static const struct registry_ops etcd_ops = {
 	.wait_prepare = etcd_wait_prepare,
 	.wait = etcd_wait,
 	.keepalive = etcd_keepalive,
+	.watch_own = etcd_watch_own,
 };
 
 /* $WSLOCK_ETCD_TIMEOUT (seconds, fractional) in ms; 5000 when unset or

@@ -100,6 +100,16 @@ char *lease_doc(const struct etcd_state *s, const char *token, long long lease);
 bool lease_doc_names(const struct etcd_kv *kv, const char *token,
 		     long long *lease, long long *delay_s);
 
+/* ---- registry_etcd.c: clients and the holder's check ---- */
+
+/* A client for s's endpoints with its TLS files and user. */
+int client_new(struct etcd_state *s, struct etcd_client **out,
+	       struct wsl_error *err);
+/* 0 when o's lock still holds o's exact bytes and its live key; else
+ * WSL_OWNERSHIP_LOST. A read that fails proves nothing: 0. */
+int check_own(struct etcd_state *s, const struct owner *o,
+	      struct wsl_error *err);
+
 /* ---- registry_etcd_read.c ---- */
 
 /* Reads path's lock into *e (and *m); with probe, its liveness too. */
@@ -161,5 +171,13 @@ void queue_left(struct etcd_state *s);
  * progress) and .wait (registry.h). */
 int etcd_wait_prepare(struct registry *reg, struct wsl_error *err);
 int etcd_wait(struct registry *reg, int sigfd, long timeout_ms, struct wsl_error *err);
+
+/* ---- registry_etcd_watch.c: the holder's watch of its own keys ---- */
+
+#define WATCH_MSG_MAX 400	/* bytes of the message of a loss */
+
+/* registry_ops.watch_own (registry.h). */
+int etcd_watch_own(struct registry *reg, const struct owner *o, int *fd,
+		   struct wsl_error *err);
 
 #endif

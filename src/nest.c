@@ -2,7 +2,6 @@
 #include "nest.h"
 #include "fsx.h"
 #include "platform.h"
-#include "wspath.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -143,38 +142,26 @@ enum nest_how nest_proven(const struct lock_entry *e, pid_t from)
 	return NEST_NONE;
 }
 
-struct nesting_ctx {
-	struct registry *reg;
-	pid_t from;
-	struct lock_entry *out;
-	struct wsl_error *err;
-};
-
-static int nesting_match(const char *ws, void *arg)
-{
-	struct nesting_ctx *t = arg;
-	struct lock_entry e;
-
-	if (registry_get(t->reg, ws, false, &e, t->err) != 0)
-		return -1;
-	if (nest_proven(&e, t->from) == NEST_NONE) {
-		lock_entry_free(&e);
-		return 0;
-	}
-	*t->out = e;
-	return 1;
-}
-
 int nest_find(struct registry *reg, const char *workspace, pid_t from,
 	      struct lock_entry *out, struct wsl_error *err)
 {
-	struct nesting_ctx t = { reg, from, out, err };
-	int rc;
+	struct lock_entry *es;
+	size_t n, i;
+	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
 	out->state = LOCK_FREE;
-	rc = nesting_match(workspace, &t);
-	if (rc != 0)
-		return rc;
-	return wspath_for_each_ancestor(workspace, nesting_match, &t);
+	/* all levels in one read where the backend can (etcd: one request) */
+	if (registry_get_chain(reg, workspace, false, &es, &n, err) != 0)
+		return -1;
+	for (i = 0; i < n; i++) {
+		if (rc == 0 && nest_proven(&es[i], from) != NEST_NONE) {
+			*out = es[i];
+			memset(&es[i], 0, sizeof(es[i]));
+			rc = 1;
+		}
+		lock_entry_free(&es[i]);
+	}
+	free(es);
+	return rc;
 }

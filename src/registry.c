@@ -174,6 +174,52 @@ int registry_get(struct registry *reg, const char *workspace, bool probe,
 	return reg->ops->get(reg, workspace, probe, e, err);
 }
 
+struct chain_ctx {
+	struct registry *reg;
+	bool probe;
+	struct lock_entry *es;
+	size_t n;
+	struct wsl_error *err;
+};
+
+static int chain_one(const char *ws, void *arg)
+{
+	struct chain_ctx *c = arg;
+
+	if (registry_get(c->reg, ws, c->probe, &c->es[c->n], c->err) != 0)
+		return -1;
+	c->n++;
+	return 0;
+}
+
+int registry_get_chain(struct registry *reg, const char *workspace, bool probe,
+		       struct lock_entry **out, size_t *n, struct wsl_error *err)
+{
+	struct chain_ctx c = { reg, probe, NULL, 0, err };
+	size_t depth = 1;
+	const char *p;
+
+	*out = NULL;
+	*n = 0;
+	if (reg->ops->get_chain != NULL)
+		return reg->ops->get_chain(reg, workspace, probe, out, n, err);
+	for (p = workspace; *p != '\0'; p++)
+		depth += *p == '/';
+	c.es = calloc(depth, sizeof(*c.es));
+	if (c.es == NULL)
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	if (chain_one(workspace, &c) != 0 ||
+	    wspath_for_each_ancestor(workspace, chain_one, &c) != 0) {
+		while (c.n > 0)
+			lock_entry_free(&c.es[--c.n]);
+		free(c.es);
+		return -1;
+	}
+	*out = c.es;
+	*n = c.n;
+	return 0;
+}
+
 int registry_overlaps(struct registry *reg, const char *workspace, bool probe,
 		      struct overlap **out, size_t *n, struct wsl_error *err)
 {

@@ -187,6 +187,16 @@ int registry_get(struct registry *reg, const char *workspace, bool probe,
 		 struct lock_entry *e, struct wsl_error *err);
 
 /*
+ * The locks of workspace and of each proper ancestor ("/" excluded),
+ * nearest first, as registry_get reads them (probe likewise), into
+ * *out[0..*n) (lock_entry_free each, then free the array); in one read
+ * where the backend can (etcd: one transaction), else one get each.
+ * Returns 0, or -1 with err as registry_get.
+ */
+int registry_get_chain(struct registry *reg, const char *workspace, bool probe,
+		       struct lock_entry **out, size_t *n, struct wsl_error *err);
+
+/*
  * Every lock on a proper ancestor of workspace (nearest first) or below it
  * (through the nest markers of workspace: O(depth + locks below), never
  * O(all locks)). *out is a new array of *n entries; free with

@@ -19,6 +19,11 @@ struct registry_ops {
 	void (*unlock)(struct registry *reg);
 	int (*get)(struct registry *reg, const char *workspace, bool probe,
 		   struct lock_entry *e, struct wsl_error *err);
+	/* optional: the locks of workspace and of each proper ancestor,
+	 * nearest first, at once (out: n entries, lock_entry_free each and
+	 * free the array); without it, one get each */
+	int (*get_chain)(struct registry *reg, const char *workspace, bool probe,
+			 struct lock_entry **out, size_t *n, struct wsl_error *err);
 	int (*overlaps)(struct registry *reg, const char *workspace, bool probe,
 			struct overlap **out, size_t *n, struct wsl_error *err);
 	int (*try_acquire)(struct registry *reg, const struct owner *o,

@@ -335,6 +335,7 @@ static const struct registry_ops etcd_ops = {
 	.lock = NULL,
 	.unlock = NULL,
 	.get = etcd_get,
+	.get_chain = etcd_get_chain,
 	.overlaps = etcd_overlaps,
 	.try_acquire = etcd_try_acquire,
 	.release = etcd_release,

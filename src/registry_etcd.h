@@ -117,11 +117,14 @@ int read_entry(struct etcd_state *s, const char *path, bool probe,
 	       struct lock_entry *e, struct kv_meta *m, struct wsl_error *err);
 /* The number of components of path. */
 size_t depth_of(const char *path);
-/* registry_ops.get, .overlaps and .list (registry.h). */
+/* registry_ops.get, .get_chain, .overlaps and .list (registry.h,
+ * registry_backend.h). */
 int etcd_get(struct registry *reg, const char *workspace, bool probe,
 	     struct lock_entry *e, struct wsl_error *err);
 int etcd_overlaps(struct registry *reg, const char *workspace, bool probe,
 		  struct overlap **out, size_t *n, struct wsl_error *err);
+int etcd_get_chain(struct registry *reg, const char *workspace, bool probe,
+		   struct lock_entry **out, size_t *n, struct wsl_error *err);
 int etcd_list(struct registry *reg, bool probe,
 	      int (*fn)(const struct lock_entry *e, void *arg), void *arg,
 	      struct wsl_error *err);

@@ -386,6 +386,48 @@ out:
 	return rc;
 }
 
+/* registry_ops.get_chain: workspace and its ancestors in one read (a
+ * run's nesting check is then one request, not one per level). */
+int etcd_get_chain(struct registry *reg, const char *workspace, bool probe,
+		   struct lock_entry **out, size_t *n, struct wsl_error *err)
+{
+	struct ov_ctx c = { 0 };
+	struct kv_meta *ms;
+	size_t i, depth = depth_of(workspace);
+	int rc = -1;
+
+	*out = NULL;
+	*n = 0;
+	c.err = err;
+	c.paths = calloc(depth + 1, sizeof(*c.paths));
+	ms = calloc(depth + 1, sizeof(*ms));
+	*out = calloc(depth + 1, sizeof(**out));
+	if (c.paths == NULL || ms == NULL || *out == NULL) {
+		wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+		goto out;
+	}
+	if (collect_ancestor(workspace, &c) != 0 ||
+	    wspath_for_each_ancestor(workspace, collect_ancestor, &c) != 0 ||
+	    read_entries(state(reg), c.paths, c.np, probe, *out, ms, err) != 0)
+		goto out;
+	for (i = 0; i < c.np; i++)
+		if ((*out)[i].state == LOCK_CORRUPT)
+			snprintf((*out)[i].workspace_root, sizeof((*out)[i].workspace_root),
+				 "%s", c.paths[i]);
+	*n = c.np;
+	rc = 0;
+out:
+	if (rc != 0) {
+		free(*out);
+		*out = NULL;
+	}
+	for (i = 0; i < c.np; i++)
+		free((char *)c.paths[i]);
+	free(c.paths);
+	free(ms);
+	return rc;
+}
+
 struct list_ctx {
 	int (*fn)(const struct lock_entry *e, void *arg);
 	void *arg;

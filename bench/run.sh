@@ -24,6 +24,10 @@
 #     scale              acquire + release with 10 000 locks held / none
 #     inspect-all        inspect --all at 10 000 locks: us per lock, memory
 #     profiles           strace -w, perf stat, callgrind (full runs only)
+#     etcd-uncontended   run --backend etcd WS -- true vs etcdctl lock NAME true
+#                        (one throwaway etcd member on loopback)
+#     etcd-contended     8 workers, etcd backend vs etcdctl lock: total wall
+#                        and p99 wait
 #
 #   --smoke   every figure once at a tiny size (seconds): asserts no timing,
 #             fails only when a benchmark itself breaks (CI runs this)
@@ -41,13 +45,13 @@ set -euo pipefail
 MODE=full
 FIGS=()
 ALL_FIGS=(uncontended uncontended-tmpfs acquire-release contended contended-tmpfs fairness
-	wakeup blocked depth syscalls rss scale inspect-all profiles)
+	wakeup blocked depth syscalls rss scale inspect-all profiles etcd-uncontended etcd-contended)
 for a in "$@"; do
 	case $a in
 	--smoke) MODE=smoke ;;
 	--full) MODE=full ;;
 	-h | --help)
-		sed -n '2,37p' "$0"
+		sed -n '2,41p' "$0"
 		exit 0
 		;;
 	-*)
@@ -114,6 +118,7 @@ if [ "$MODE" = full ]; then
 	SCALE=10000 SCALE_MID=1000 N_SCALE=100 N_INSPECT=10
 	N_DEPTH=100 DEEP=30
 	N_AR=200
+	E_N=100 E_ROUNDS=3 E_ITERS=20
 else
 	N1=3 W1=1
 	C_ROUNDS=1 C_WORKERS=2 C_ITERS=3
@@ -122,6 +127,7 @@ else
 	SCALE=30 SCALE_MID=10 N_SCALE=3 N_INSPECT=2
 	N_DEPTH=3 DEEP=30
 	N_AR=3
+	E_N=3 E_ROUNDS=1 E_ITERS=2
 fi
 
 # --- scratch space -------------------------------------------------------
@@ -146,7 +152,8 @@ cleanup() {
 	local p
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$REG" "$WS_BASE" ${TMPFS:+"$TMPFS"}
+	[ -z "${ETCD_DIR:-}" ] || "$ROOT/tests/etcd/cluster.sh" stop "$ETCD_DIR/c" >/dev/null 2>&1 || true
+	rm -rf "$REG" "$WS_BASE" ${TMPFS:+"$TMPFS"} ${ETCD_DIR:+"$ETCD_DIR"}
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -475,6 +482,56 @@ fig_profiles() {
 		callgrind_annotate --inclusive=no "$P/callgrind.out" 2>/dev/null |
 			grep -E '^ *[0-9,]+ \(' | head -12 >"$P/callgrind-top.txt" || true
 	fi
+}
+
+# --- etcd (issue 13): against etcdctl lock on one throwaway member -------
+ETCD_DIR= ETCD_EP=
+etcd_up() {
+	[ -n "$ETCD_EP" ] && return 0
+	have etcd && have etcdctl || return 1
+	ETCD_DIR=$(mktemp -d "$TMPBASE/wslock-bench-etcd.XXXXXX")
+	ETCD_EP=$("$ROOT/tests/etcd/cluster.sh" start "$ETCD_DIR/c" 2>/dev/null) || return 1
+	export ETCDCTL_API=3
+}
+EW=(--backend etcd --etcd-endpoints)
+
+fig_etcd_uncontended() {
+	local f=$OUT/etcd-uncontended.tsv w e
+	if ! etcd_up; then
+		row "etcd: uncontended run -- true vs etcdctl lock" "-" "-" "-" "no etcd/etcdctl" "<= 0.8x" "n/a"
+		return 0
+	fi
+	mkdir -p "$WS_BASE/eu"
+	note "etcd-uncontended: ${E_N} alternating runs each of wslock and etcdctl lock"
+	"$B" alt "$E_N" 3 -- \
+		wslock "$WSLOCK" run -q "${EW[@]}" "$ETCD_EP" "$WS_BASE/eu" -- true ::: \
+		etcdctl etcdctl --endpoints="$ETCD_EP" lock wslock-bench-eu true >"$f"
+	w=$(get "$f" wslock 3) e=$(get "$f" etcdctl 3)
+	row "etcd: uncontended run -- true vs etcdctl lock, median" "$(ms "$w")" "$(ms "$e") (etcdctl)" "-" \
+		"$(ratio "$w" "$e")x" "<= 0.8x" "$(verdict "$(ratio "$w" "$e")" '<=' 0.8)"
+}
+
+fig_etcd_contended() {
+	local f=$OUT/etcd-contended.tsv w e wp ep
+	if ! etcd_up; then
+		row "etcd: contended vs etcdctl lock" "-" "-" "-" "no etcd/etcdctl" "<= 1.0x" "n/a"
+		return 0
+	fi
+	mkdir -p "$WS_BASE/ec"
+	note "etcd-contended: ${C_WORKERS} workers x ${E_ITERS} iterations, ${E_ROUNDS} rounds"
+	# etcdctl's child inherits no descriptor but 0-2: the stamp reaches
+	# fd 9 of its parent through /proc (the same sh for both sides).
+	"$B" contend "$E_ROUNDS" "$C_WORKERS" "$E_ITERS" -- \
+		wslock "$WSLOCK" run -q "${EW[@]}" "$ETCD_EP" "$WS_BASE/ec" -- \
+		sh -c 'exec "$0" stamp 9>/proc/$$/fd/9' "$B" ::: \
+		etcdctl etcdctl --endpoints="$ETCD_EP" lock wslock-bench-ec -- \
+		sh -c 'exec "$0" stamp 9>/proc/$PPID/fd/9' "$B" >"$f"
+	w=$(get "$f" wslock 3) e=$(get "$f" etcdctl 3)
+	wp=$(get "$f" wslock 8) ep=$(get "$f" etcdctl 8)
+	row "etcd: contended ${C_WORKERS}x${E_ITERS} vs etcdctl lock: total wall, median" "$w ms" "$e ms (etcdctl)" "-" \
+		"$(ratio "$w" "$e")x" "<= 1.0x" "$(verdict "$(ratio "$w" "$e")" '<=' 1.0)"
+	row "etcd: contended ${C_WORKERS}x${E_ITERS}: p99 wait" "$(us "$wp")" "$(us "$ep") (etcdctl)" "-" \
+		"$(ratio "$wp" "$ep")x" "<= 1.0x" "$(verdict "$(ratio "$wp" "$ep")" '<=' 1.0)"
 }
 
 for fig in "${FIGS[@]}"; do

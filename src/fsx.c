@@ -96,6 +96,20 @@ int fsx_flock(int fd, int op)
 	return rc;
 }
 
+uid_t fsx_euid(void)
+{
+	/* wslock never changes its ids, and every registry object is checked
+	 * against this: asked once, not once per object. */
+	static uid_t euid;
+	static bool known;
+
+	if (!known) {
+		euid = geteuid();
+		known = true;
+	}
+	return euid;
+}
+
 int fsx_check_private(const struct stat *st, mode_t type, const char *path,
 		      struct wsl_error *err)
 {
@@ -107,11 +121,11 @@ int fsx_check_private(const struct stat *st, mode_t type, const char *path,
 		return wsl_error_set(err, WSL_UNSAFE_PATH,
 				     "%s is not a %s", path,
 				     type == S_IFDIR ? "directory" : "regular file");
-	if (st->st_uid != geteuid())
+	if (st->st_uid != fsx_euid())
 		return wsl_error_set(err, WSL_UNSAFE_PATH,
 				     "%s is owned by uid %lu, not by uid %lu",
 				     path, (unsigned long)st->st_uid,
-				     (unsigned long)geteuid());
+				     (unsigned long)fsx_euid());
 	if ((st->st_mode & 077) != 0)
 		return wsl_error_set(err, WSL_UNSAFE_PATH,
 				     "%s has mode %04o; group and others must have no access (chmod go= it)",
@@ -125,36 +139,77 @@ int fsx_check_private(const struct stat *st, mode_t type, const char *path,
 	return 0;
 }
 
+/* Why name could not be opened as a directory (ELOOP, ENOTDIR): what it
+ * is, from lstat, else that it changed meanwhile. */
+static int explain_not_dir(int dirfd, const char *name, const char *path, int e,
+			   struct wsl_error *err)
+{
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+	    fsx_check_private(&st, S_IFDIR, path, err) == 0)
+		wsl_error_set(err, WSL_UNSAFE_PATH,
+			      "%s changed into a non-directory while opening it", path);
+	errno = e;
+	return -1;
+}
+
 int fsx_open_dir_checked(int dirfd, const char *name, const char *path,
 			 bool create, struct wsl_error *err)
 {
 	struct stat st;
-	int fd;
+	int fd, e;
 
-	if (create && mkdirat(dirfd, name, 0700) != 0 && errno != EEXIST)
-		return wsl_error_errno(err, WSL_IO, errno, "cannot create %s", path);
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-		int e = errno;
-		wsl_error_errno(err, WSL_IO, e, "cannot stat %s", path);
-		errno = e;
-		return -1;
-	}
-	if (fsx_check_private(&st, S_IFDIR, path, err) != 0)
-		return -1;
+	/* O_NOFOLLOW | O_DIRECTORY refuses a symlink or a non-directory
+	 * without following or opening it (a FIFO never blocks here); the
+	 * opened object is then checked. An lstat is made only to explain a
+	 * refusal. */
 	fd = fsx_openat(dirfd, name, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0 && errno == ENOENT && create) {
+		if (mkdirat(dirfd, name, 0700) != 0 && errno != EEXIST)
+			return wsl_error_errno(err, WSL_IO, errno, "cannot create %s", path);
+		fd = fsx_openat(dirfd, name, O_RDONLY | O_DIRECTORY, 0);
+	}
 	if (fd < 0) {
-		int e = errno;
+		e = errno;
 		if (e == ELOOP || e == ENOTDIR)
-			wsl_error_set(err, WSL_UNSAFE_PATH,
-				      "%s changed into a non-directory while opening it", path);
-		else
-			wsl_error_errno(err, WSL_IO, e, "cannot open %s", path);
+			return explain_not_dir(dirfd, name, path, e, err);
+		wsl_error_errno(err, WSL_IO, e, "cannot open %s", path);
 		errno = e;
 		return -1;
 	}
-	/* Re-check the opened object: the name may have been swapped. */
 	if (fstat(fd, &st) != 0 ||
 	    fsx_check_private(&st, S_IFDIR, path, err) != 0) {
+		if (err->code == WSL_OK)
+			wsl_error_errno(err, WSL_IO, errno, "cannot stat %s", path);
+		fsx_close(fd);
+		errno = EPERM;
+		return -1;
+	}
+	return fd;
+}
+
+int fsx_make_dir_checked(int dirfd, const char *name, const char *path,
+			 struct wsl_error *err)
+{
+	struct stat st;
+	int fd, e;
+
+	if (mkdirat(dirfd, name, 0700) != 0)
+		return wsl_error_errno(err, WSL_IO, errno, "cannot create %s", path);
+	fd = fsx_openat(dirfd, name, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0) {
+		e = errno;
+		if (e == ELOOP || e == ENOTDIR)
+			return explain_not_dir(dirfd, name, path, e, err);
+		wsl_error_errno(err, WSL_IO, e, "cannot open %s", path);
+		errno = e;
+		return -1;
+	}
+	if (fstat(fd, &st) != 0 ||
+	    fsx_check_private(&st, S_IFDIR, path, err) != 0) {
+		if (err->code == WSL_OK)
+			wsl_error_errno(err, WSL_IO, errno, "cannot stat %s", path);
 		fsx_close(fd);
 		errno = EPERM;
 		return -1;
@@ -168,6 +223,7 @@ int fsx_read_file_checked(int dirfd, const char *name, const char *path,
 {
 	struct stat st;
 	char *buf;
+	size_t want;
 	ssize_t n;
 	int fd, e;
 
@@ -197,13 +253,30 @@ int fsx_read_file_checked(int dirfd, const char *name, const char *path,
 		e = EPERM;
 		goto fail;
 	}
-	buf = malloc(cap + 2);
+	/* Sized by fstat (documents are small, and replaced by rename, never
+	 * grown in place); one byte more shows a file that grew meanwhile. */
+	want = st.st_size >= 0 && (size_t)st.st_size < cap ? (size_t)st.st_size : cap;
+	buf = malloc(want + 2);
 	if (buf == NULL) {
 		e = errno;
 		wsl_error_errno(err, WSL_OS, e, "cannot read %s", path);
 		goto fail;
 	}
-	n = fsx_read_all(fd, buf, cap + 1);
+	n = fsx_read_all(fd, buf, want + 1);
+	if (n > (ssize_t)want && want < cap) {
+		/* It grew: read the rest, up to the bound. */
+		char *more = realloc(buf, cap + 2);
+		ssize_t m;
+		if (more == NULL) {
+			e = errno;
+			free(buf);
+			wsl_error_errno(err, WSL_OS, e, "cannot read %s", path);
+			goto fail;
+		}
+		buf = more;
+		m = fsx_read_all(fd, buf + n, cap + 1 - (size_t)n);
+		n = m < 0 ? m : n + m;
+	}
 	if (n < 0) {
 		e = errno;
 		free(buf);

@@ -43,6 +43,17 @@ int fsx_flock(int fd, int op);
 int fsx_check_private(const struct stat *st, mode_t type, const char *path,
 		      struct wsl_error *err);
 
+/* The effective uid, asked of the kernel once per process (wslock never
+ * changes it); registry objects must be owned by it. */
+uid_t fsx_euid(void);
+
+/* Creates the directory name below dirfd (0700; EEXIST is an error: it must
+ * be new), opens it O_NOFOLLOW and checks it as fsx_open_dir_checked does.
+ * Returns the descriptor, or -1 with err (WSL_IO with errno, or
+ * WSL_UNSAFE_PATH). */
+int fsx_make_dir_checked(int dirfd, const char *name, const char *path,
+			 struct wsl_error *err);
+
 /*
  * Opens the directory name below dirfd (O_DIRECTORY | O_NOFOLLOW), creating
  * it 0700 first when create is true, and checks it with fsx_check_private.

@@ -285,11 +285,40 @@ int identity_self(struct registry *reg, const char *workspace, const char *skip_
 	return 0;
 }
 
+/* Links the marker name into directory fd: a hard link to the marker
+ * inode of m's space (nest/.marker or ids/.marker), made first when it is
+ * missing (a registry made before it existed); where the filesystem allows
+ * no more links to it (EMLINK), an empty file of its own. */
+static int marker_link(const struct marker_ctx *m, int fd, const char *name)
+{
+	int src = m->fs != NULL ? loc(m->reg)->ids_fd : loc(m->reg)->nest_fd;
+	int mfd;
+
+	if (linkat(src, ID_MARKER, fd, name, 0) == 0 || errno == EEXIST)
+		return 0;
+	if (errno == ENOENT && marker_inode_make(src) == 0 &&
+	    (linkat(src, ID_MARKER, fd, name, 0) == 0 || errno == EEXIST))
+		return 0;
+	if (errno != EMLINK && errno != ENOENT)
+		return -1;
+	mfd = fsx_openat(fd, name, O_WRONLY | O_CREAT | O_NONBLOCK, 0600);
+	if (mfd < 0)
+		return -1;
+	return fsx_close(mfd);
+}
+
+int marker_inode_make(int dirfd)
+{
+	if (fsx_write_new_file(dirfd, ID_MARKER, "", 0, false) != 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
 int marker_apply(const char *ancestor, void *arg)
 {
 	struct marker_ctx *m = arg;
 	char akey[WSL_KEY_HEX + 1], path[PATH_MAX], name[WSL_KEY_HEX + 16];
-	int fd, mfd;
+	int fd;
 
 	if (m->fs != NULL)
 		wspath_identity_key(m->fs, ancestor, akey);
@@ -310,40 +339,38 @@ int marker_apply(const char *ancestor, void *arg)
 	}
 	snprintf(name, sizeof(name), "%s%s", m->key, m->suffix);
 	if (m->step == MARKER_REMOVE) {
+		/* The directory stays for the next lock below the ancestor
+		 * (no directory made and removed per command); reclaim
+		 * collects it once it is empty. */
 		fd = fsx_openat(m->dirfd, akey, O_RDONLY | O_DIRECTORY, 0);
 		if (fd < 0)
 			return 0;
 		unlinkat(fd, name, 0);
 		fsx_close(fd);
-		/* Fails with ENOTEMPTY while other markers remain. */
-		if (m->fs == NULL)
-			unlinkat(m->dirfd, akey, AT_REMOVEDIR);
 		return 0;
 	}
 	if (path_join(path, m->reg->path, m->dirname, m->err) != 0 ||
 	    path_join(path, path, akey, m->err) != 0)
 		return -1;
-	fd = fsx_open_dir_checked(m->dirfd, akey, path, true, m->err);
+	fd = fsx_open_dir_checked(m->dirfd, akey, path, false, m->err);
+	if (fd < 0 && m->err->code == WSL_IO && m->err->sys_errno == ENOENT) {
+		/* The first lock below this ancestor: its directory is made
+		 * (and kept), and its parent then needs an fsync. */
+		wsl_error_clear(m->err);
+		if (m->fs != NULL)
+			loc(m->reg)->ids_made = true;
+		else
+			loc(m->reg)->nest_made = true;
+		fd = fsx_open_dir_checked(m->dirfd, akey, path, true, m->err);
+	}
 	if (fd < 0)
 		return -1;
-	if (m->fs != NULL) {
-		if (linkat(loc(m->reg)->ids_fd, ID_MARKER, fd, name, 0) != 0 && errno != EEXIST) {
-			wsl_error_errno(m->err, WSL_IO, errno, "cannot write identity marker in %s",
-					path);
-			fsx_close(fd);
-			return -1;
-		}
-		fsx_close(fd);
-		return 0;
-	}
-	mfd = fsx_openat(fd, name, O_WRONLY | O_CREAT | O_NONBLOCK, 0600);
-	if (mfd < 0) {
-		wsl_error_errno(m->err, WSL_IO, errno, "cannot write nest marker in %s", path);
-		fsx_close(mfd);
+	if (marker_link(m, fd, name) != 0) {
+		wsl_error_errno(m->err, WSL_IO, errno, "cannot write %s marker in %s",
+				m->fs != NULL ? "identity" : "nest", path);
 		fsx_close(fd);
 		return -1;
 	}
-	fsx_close(mfd);
 	fsx_close(fd);
 	return 0;
 }

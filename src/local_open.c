@@ -210,10 +210,11 @@ static int stamp_publish(struct registry *reg, struct wsl_error *err)
 			       reg->path);
 }
 
-/* ids/.marker, the inode every identity marker links to. */
+/* ids/.marker, the inode every identity marker links to (made again by
+ * the first marker when it is missing; nest/.marker is made that way). */
 static int id_marker_make(struct registry *reg, struct wsl_error *err)
 {
-	if (fsx_write_new_file(loc(reg)->ids_fd, ID_MARKER, "", 0, false) != 0 && errno != EEXIST)
+	if (marker_inode_make(loc(reg)->ids_fd) != 0)
 		return wsl_error_errno(err, WSL_IO, errno, "cannot create %s/ids/%s",
 				       reg->path, ID_MARKER);
 	return 0;
@@ -262,8 +263,6 @@ static int format_open(struct registry *reg, bool create, struct wsl_error *err)
 				     "registry %s has format %d, newer than this wslock knows (%d); use a newer wslock",
 				     reg->path, loc(reg)->format, REGISTRY_FORMAT);
 	if (loc(reg)->ids_fd < 0 && open_subdir(reg, "ids", create, &loc(reg)->ids_fd, err) != 0)
-		return -1;
-	if (create && loc(reg)->ids_fd >= 0 && id_marker_make(reg, err) != 0)
 		return -1;
 	return open_subdir(reg, "staging", create, &loc(reg)->tmp_fd, err);
 }

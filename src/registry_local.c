@@ -84,8 +84,13 @@
  * journal, metadata changes are journaled and committed in order, so the
  * fsync of locks/ after the rename commits them too (one cache flush
  * instead of one per ancestor); elsewhere (an ext4 made without a journal
- * too) each is fsynced. On tmpfs nothing survives a crash, so nothing is
- * synced.
+ * too) each is fsynced: the staging directory, every nest/A and ids/I that
+ * got a marker, and nest/ and ids/ themselves only when a marker directory
+ * was made in them (a kept one was synced by the command that made it; one
+ * made by a command killed before that sync is written back by the kernel
+ * within its writeback interval). On tmpfs nothing survives a crash, so
+ * nothing is synced. An uncontended acquire on a journaled filesystem thus
+ * makes two fsyncs (owner.json, then locks/), the least the promise allows.
  */
 #include "registry.h"
 #include "registry_backend.h"
@@ -185,14 +190,16 @@ static void probe_corrupt(int fd, struct lock_entry *e)
 		 "the holder's kernel lock on its live file is held (a wslock run or its command is running), although owner.json is corrupt");
 }
 
+static int read_entry_at(struct registry *reg, const char *key, int fd,
+			 const char *dirpath, bool probe, struct lock_entry *e,
+			 struct wsl_error *err);
+
 int local_get_key(struct registry *reg, const char *key, bool probe,
 		  struct lock_entry *e, struct wsl_error *err)
 {
-	char dirpath[PATH_MAX], path[PATH_MAX], why[256];
-	char check[WSL_KEY_HEX + 1];
+	char dirpath[PATH_MAX];
 	struct wsl_error local = { 0 };
-	size_t len;
-	int fd;
+	int fd, rc;
 
 	memset(e, 0, sizeof(*e));
 	e->state = LOCK_FREE;
@@ -200,17 +207,16 @@ int local_get_key(struct registry *reg, const char *key, bool probe,
 	if (loc(reg)->locks_fd < 0)
 		return 0;
 	if (path_join(dirpath, reg->path, "locks", err) != 0 ||
-	    path_join(dirpath, dirpath, key, err) != 0 ||
-	    path_join(e->lock_path, dirpath, "owner.json", err) != 0)
+	    path_join(dirpath, dirpath, key, err) != 0)
 		return -1;
 	fd = fsx_open_dir_checked(loc(reg)->locks_fd, key, dirpath, false, &local);
 	if (fd < 0) {
 		if (local.sys_errno == ENOENT && local.code == WSL_IO) {
 			wsl_error_clear(&local);
-			e->lock_path[0] = '\0';
 			return 0;
 		}
 		if (local.code == WSL_UNSAFE_PATH) {
+			path_join(e->lock_path, dirpath, "owner.json", err);
 			set_corrupt_err(e, &local);
 			wsl_error_clear(&local);
 			return 0;
@@ -218,6 +224,27 @@ int local_get_key(struct registry *reg, const char *key, bool probe,
 		*err = local;
 		return -1;
 	}
+	rc = read_entry_at(reg, key, fd, dirpath, probe, e, err);
+	fsx_close(fd);
+	return rc;
+}
+
+/* The lock in the opened lock directory fd (locks/key, at dirpath) into
+ * *e, as local_get_key reads it; fd stays open. */
+static int read_entry_at(struct registry *reg, const char *key, int fd,
+			 const char *dirpath, bool probe, struct lock_entry *e,
+			 struct wsl_error *err)
+{
+	char path[PATH_MAX], why[256];
+	char check[WSL_KEY_HEX + 1];
+	struct wsl_error local = { 0 };
+	size_t len;
+
+	memset(e, 0, sizeof(*e));
+	e->state = LOCK_FREE;
+	snprintf(e->key, sizeof(e->key), "%s", key);
+	if (path_join(e->lock_path, dirpath, "owner.json", err) != 0)
+		return -1;
 	{
 		struct stat st;
 		if (fstatat(fd, "live", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
@@ -233,7 +260,6 @@ int local_get_key(struct registry *reg, const char *key, bool probe,
 				  &e->raw, &e->raw_len, &local) != 0) {
 		if (local.code == WSL_IO && local.sys_errno != ENOENT) {
 			*err = local;
-			fsx_close(fd);
 			return -1;
 		}
 		if (local.sys_errno == ENOENT) {
@@ -291,7 +317,6 @@ done:
 		lock_entry_free(e);
 		snprintf(e->key, sizeof(e->key), "%s", key);
 	}
-	fsx_close(fd);
 	return 0;
 }
 
@@ -341,7 +366,7 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 	if (path_join(path, reg->path, "tmp", err) != 0 ||
 	    path_join(path, path, stage, err) != 0)
 		return -1;
-	sfd = fsx_open_dir_checked(loc(reg)->tmp_fd, stage, path, true, err);
+	sfd = fsx_make_dir_checked(loc(reg)->tmp_fd, stage, path, err);
 	if (sfd < 0)
 		return -1;
 	text = owner_format(o, false);
@@ -383,6 +408,7 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 	}
 	CRASH_POINT("acquire:staging-synced");
 	m = (struct marker_ctx){ reg, key, MARKER_ADD, err, NULL, loc(reg)->nest_fd, "nest", "" };
+	loc(reg)->nest_made = loc(reg)->ids_made = false;
 	if (wspath_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0 ||
 	    identity_markers(reg, key, o, MARKER_ADD, err) != 0)
 		goto fail_markers;
@@ -391,8 +417,10 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 	    (wspath_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0 ||
 	     identity_markers(reg, key, o, MARKER_SYNC, err) != 0))
 		goto fail_markers;
-	if (sync_before_commit(reg, loc(reg)->nest_fd) != 0 ||
-	    (loc(reg)->ids_fd >= 0 && sync_before_commit(reg, loc(reg)->ids_fd) != 0)) {
+	/* nest/ and ids/ changed only where a marker directory was made. */
+	if ((loc(reg)->nest_made && sync_before_commit(reg, loc(reg)->nest_fd) != 0) ||
+	    (loc(reg)->ids_made && loc(reg)->ids_fd >= 0 &&
+	     sync_before_commit(reg, loc(reg)->ids_fd) != 0)) {
 		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s/nest", reg->path);
 		goto fail_markers;
 	}
@@ -821,11 +849,13 @@ static int local_nest_lock(struct registry *reg, const char *workspace,
 	/* The lock may have been released, or taken over, before we held
 	 * it: then this file protects nothing. */
 	rc = 0;
-	if (!still_linked(reg, key, lfd)) {
+	if (loc(reg)->coord_held != 0 && !still_linked(reg, key, lfd)) {
 		rc = NEST_LOCK_GONE;
-	} else if (local_get_key(reg, key, false, &e, err) != 0) {
+	} else if (read_entry_at(reg, key, lfd, dirpath, false, &e, err) != 0) {
 		rc = -1;
 	} else {
+		/* Read without .coordination, a lock renamed away reads as
+		 * free (read_entry_at checks still_linked). */
 		if (!e.has_owner || strcmp(e.owner.token, token) != 0)
 			rc = NEST_LOCK_GONE;
 		lock_entry_free(&e);

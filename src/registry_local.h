@@ -20,10 +20,11 @@
 #define STAGE_NAME_MAX 64
 #define REGISTRY_FORMAT 2	/* the layout this binary writes (registry_local.c) */
 
-/* Identity markers are hard links to ids/.marker, so that adding one
- * allocates no inode, and their directories stay when they empty (reclaim
- * collects them): on ext4 an inode made and freed per ancestor and per
- * command cost more than the rest of an uncontended run together. */
+/* Markers are hard links to nest/.marker (by path) and ids/.marker (by
+ * identity), so that adding one allocates no inode, and their directories
+ * stay when they empty (reclaim collects them): on ext4 an inode made and
+ * freed per ancestor and per command cost more than the rest of an
+ * uncontended run together. */
 #define ID_MARKER ".marker"
 #define ID_BELOW ".below"	/* ids/IA/KEY.below: KEY is below IA */
 
@@ -36,6 +37,8 @@ struct local {
 	enum fs_kind fs_kind;	/* of the registry directory */
 	int ids_fd;		/* ids/, the identity space (DESIGN.md section 3) */
 	int format;		/* 1 (0.1: staging in tmp/) or REGISTRY_FORMAT */
+	bool nest_made, ids_made;	/* a marker directory was created in nest/,
+					 * ids/ (so that directory needs its fsync) */
 };
 
 static inline struct local *loc(const struct registry *reg)
@@ -142,6 +145,10 @@ struct marker_ctx {
 	const char *dirname;
 	const char *suffix;	/* after the key in the marker's name */
 };
+
+/* Creates the marker inode dirfd/.marker (empty, 0600) that markers link
+ * to; 0 also when it exists, else -1 with errno. */
+int marker_inode_make(int dirfd);
 
 /* A wspath_for_each_ancestor callback (arg a struct marker_ctx): adds,
  * syncs or removes (m->step) the marker of m->key below ancestor.

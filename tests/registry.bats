@@ -46,13 +46,38 @@ assert_refused() {
 		run -0 --separate-stderr wsl release --token "$(json_get .token "$OWNER")" "$(W w/a)"
 		run -0 --separate-stderr wsl run "$(W w/a/b)" -- true
 	done
-	left=$(find "$WSLOCK_DIR/locks" "$WSLOCK_DIR/nest" "$WSLOCK_DIR/staging" -mindepth 1 2>/dev/null || true)
-	# ids/ keeps its emptied directories (reclaim collects them) and .marker.
-	left+=$(find "$WSLOCK_DIR/ids" -mindepth 1 ! -type d ! -path "$WSLOCK_DIR/ids/.marker" 2>/dev/null || true)
+	left=$(find "$WSLOCK_DIR/locks" "$WSLOCK_DIR/staging" -mindepth 1 2>/dev/null || true)
+	# nest/ and ids/ keep their emptied directories (reclaim collects
+	# them) and .marker: no marker is left.
+	for d in nest ids; do
+		left+=$(find "$WSLOCK_DIR/$d" -mindepth 1 ! -type d ! -path "$WSLOCK_DIR/$d/.marker" 2>/dev/null || true)
+	done
 	[ -z "$left" ] || fail "left behind: $left"
 	# Nothing in the registry is group/world accessible.
 	bad=$(find "$WSLOCK_DIR" -perm /077)
 	[ -z "$bad" ] || fail "group/world bits on: $bad"
+}
+
+@test "nest/ keeps each ancestor's marker directory between runs; reclaim --yes collects the empty ones" {
+	mkws w/a/b w/c
+	run -0 --separate-stderr wsl run "$(W w/a/b)" -- true
+	dirs=$(cd "$WSLOCK_DIR/nest" && find . -mindepth 1 -type d -printf '%P %i\n' | sort)
+	[ -n "$dirs" ] || fail "no marker directory kept in nest/"
+	run -0 --separate-stderr wsl run "$(W w/a/b)" -- true
+	# The same directories (same inodes): none made or removed per run.
+	[ "$(cd "$WSLOCK_DIR/nest" && find . -mindepth 1 -type d -printf '%P %i\n' | sort)" = "$dirs" ] ||
+		fail "nest/ directories changed between runs"
+	# Held below w/a: the directories holding its markers stay.
+	acquire_as $$ "$(W w/a/b)"
+	run -0 --separate-stderr wsl reclaim --yes
+	marked=$(cd "$WSLOCK_DIR/nest" && find . -mindepth 2 -type f | wc -l)
+	[ "$marked" -gt 0 ] || fail "reclaim removed a held lock's markers"
+	run -0 --separate-stderr wsl release --token "$(json_get .token "$OWNER")" "$(W w/a/b)"
+	run -0 --separate-stderr wsl reclaim --yes
+	left=$(find "$WSLOCK_DIR/nest" "$WSLOCK_DIR/ids" -mindepth 1 -type d)
+	[ -z "$left" ] || fail "empty marker directories not collected: $left"
+	# And the registry still works afterwards.
+	run -0 --separate-stderr wsl run "$(W w/a/b)" -- true
 }
 
 @test "with umask 000 the registry is still 0700 and owner.json 0600" {

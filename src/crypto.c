@@ -19,6 +19,11 @@ int crypto_setup(void)
 	return sodium_init() < 0 ? -1 : 0;
 }
 
+uint32_t crypto_random_u32(void)
+{
+	return randombytes_random();
+}
+
 void crypto_random_hex(char *out, size_t n)
 {
 	unsigned char buf[32];

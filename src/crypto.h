@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define WSL_TOKEN_HEX 32	/* 16 random bytes as lowercase hex */
 #define WSL_KEY_HEX 64		/* BLAKE2b-256 as lowercase hex */
@@ -15,6 +16,10 @@ bool crypto_hex_valid(const char *s, size_t n);
 /* Initialises libsodium once (sodium_init(3)); returns 0, or -1 when the
  * library cannot be used (no entropy source). Safe to call repeatedly. */
 int crypto_setup(void);
+
+/* 32 random bits from libsodium (randombytes_random(3)); crypto_setup()
+ * must have succeeded. */
+uint32_t crypto_random_u32(void);
 
 /* Fills out (WSL_TOKEN_HEX + 1 bytes) with 16 bytes from randombytes_buf()
  * as lowercase hex and a NUL. crypto_setup() must have succeeded. */

@@ -105,6 +105,7 @@ int main(int argc, char **argv)
 		output_notice("cannot initialise libsodium [%s]", wsl_code_name(WSL_OS));
 		return wsl_code_exit(WSL_OS);
 	}
+	owner_setup();
 	what = cli_hoist_globals(argc, argv, &i, &args, &err);
 	switch (what) {
 	case CLI_GLOBAL_HELP:

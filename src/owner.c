@@ -145,14 +145,24 @@ static bool policy_valid(const char *s)
 	       strcmp(s, "pid-only-fail-closed") == 0;
 }
 
+void owner_setup(void)
+{
+	/* jansson seeds its hash function from /dev/urandom on first use
+	 * unless it is given a seed: one from libsodium saves that open. */
+	uint32_t seed = crypto_random_u32();
+
+	json_object_seed(seed != 0 ? seed : 1);
+}
+
 void owner_new_operation_id(char out[OWNER_OPID_MAX + 1])
 {
 	char rnd[9], stamp[32];
 	struct tm tm;
 	time_t now = time(NULL);
 
-	gmtime_r(&now, &tm);
-	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+	platform_utc(now, &tm);
+	snprintf(stamp, sizeof(stamp), "%04d%02d%02dT%02d%02d%02dZ", tm.tm_year + 1900,
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
 	crypto_random_hex(rnd, 4);
 	snprintf(out, OWNER_OPID_MAX + 1, "%s-%s", stamp, rnd);
 }

@@ -73,7 +73,12 @@ bool owner_path_canonical(const char *s);
  * "fsid:" and 16 lowercase hex digits, or "dev:MAJ:MIN" in decimal. */
 bool owner_fs_valid(const char *s);
 
+/* Seeds jansson's hash function from libsodium (json_object_seed(3)), once,
+ * before any JSON is made; crypto_setup() must have succeeded. */
+void owner_setup(void);
+
 /* Writes a fresh operation id, "YYYYMMDDTHHMMSSZ-<8 hex>", into out. */
+
 void owner_new_operation_id(char out[OWNER_OPID_MAX + 1]);
 
 /*

@@ -265,6 +265,31 @@ int platform_pid_exists(pid_t pid)
 	return -1;
 }
 
+void platform_utc(time_t t, struct tm *tm)
+{
+	/* The proleptic Gregorian calendar from a day count (the well-known
+	 * era arithmetic: 400-year eras of 146097 days, years from March). */
+	long long days = (long long)(t >= 0 ? t / 86400 : (t - 86399) / 86400);
+	long long secs = (long long)t - days * 86400;
+	long long z = days + 719468;
+	long long era = (z >= 0 ? z : z - 146096) / 146097;
+	long long doe = z - era * 146097;
+	long long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	long long doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	long long mp = (5 * doy + 2) / 153;
+	long long d = doy - (153 * mp + 2) / 5 + 1;
+	long long m = mp < 10 ? mp + 3 : mp - 9;
+	long long y = yoe + era * 400 + (m <= 2);
+
+	memset(tm, 0, sizeof(*tm));
+	tm->tm_year = (int)(y - 1900);
+	tm->tm_mon = (int)(m - 1);
+	tm->tm_mday = (int)d;
+	tm->tm_hour = (int)(secs / 3600);
+	tm->tm_min = (int)(secs / 60 % 60);
+	tm->tm_sec = (int)(secs % 60);
+}
+
 void platform_now_iso(char out[WSL_TIME_LEN + 1])
 {
 	struct timespec ts;
@@ -272,8 +297,9 @@ void platform_now_iso(char out[WSL_TIME_LEN + 1])
 	char date[32];
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
+	platform_utc(ts.tv_sec, &tm);
+	snprintf(date, sizeof(date), "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900,
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
 	snprintf(out, WSL_TIME_LEN + 1, "%.19s.%03dZ", date,
 		 (int)(ts.tv_nsec / 1000000) % 1000);
 }

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <time.h>
 
 #define WSL_BOOT_ID_LEN 36	/* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
 #define WSL_HOST_MAX 255	/* bytes, without the NUL */
@@ -87,6 +88,12 @@ void platform_now_iso(char out[WSL_TIME_LEN + 1]);
 
 /* CLOCK_MONOTONIC in milliseconds: for deadlines and elapsed time, never
  * for dates (it does not jump when the wall clock is set). */
+/* The UTC calendar time of t (seconds since the epoch) into *tm, as
+ * gmtime_r(3) gives it (tm_wday, tm_yday and tm_isdst left 0), without the
+ * time-zone file that glibc loads on its first gmtime_r (three syscalls for
+ * a stamp that is UTC anyway). */
+void platform_utc(time_t t, struct tm *tm);
+
 long long platform_mono_ms(void);
 
 /* True when s has exactly the shape platform_now_iso() produces and its

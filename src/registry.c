@@ -121,7 +121,8 @@ int registry_open_for(struct registry *reg, struct registry_config *cfg,
 	cfg->workspace = ws;
 	if (registry_open(reg, cfg, create, err) != 0)
 		return -1;
-	if (registry_workspace(reg, arg, allow_missing, ws, err) != 0) {
+	/* Resolved once; now kept apart from the registry as opened. */
+	if (wspath_check_apart(ws, reg->path, reg->real, err) != 0) {
 		registry_close(reg);
 		return -1;
 	}

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static int start_of(const char *s, unsigned long long *t)
@@ -42,6 +43,21 @@ int main(void)
 	CHECK(!platform_boot_id_valid("4a760414a5f54c44b75c0e8b7c280e9a"), "boot id without dashes refused");
 	CHECK(!platform_boot_id_valid(""), "empty boot id refused");
 
+	{
+		/* platform_utc against the C library, across eras and leap
+		 * days (1811 .. 2255, a step that visits every time of day). */
+		int bad = 0;
+		for (long long s = -5000000000LL; s < 9000000000LL; s += 604806) {
+			struct tm a, b;
+			time_t tt = (time_t)s;
+			gmtime_r(&tt, &a);
+			platform_utc(tt, &b);
+			bad += a.tm_year != b.tm_year || a.tm_mon != b.tm_mon ||
+			       a.tm_mday != b.tm_mday || a.tm_hour != b.tm_hour ||
+			       a.tm_min != b.tm_min || a.tm_sec != b.tm_sec;
+		}
+		CHECK(bad == 0, "platform_utc agrees with gmtime_r");
+	}
 	platform_now_iso(now);
 	CHECK(platform_time_valid(now), "now formats as a valid time");
 	CHECK(platform_time_valid("2026-11-30T11:28:58.123Z"), "time shape");

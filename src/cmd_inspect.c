@@ -58,25 +58,42 @@ static int inspect_option(int id, const char *arg, void *ctx, struct wsl_error *
 	return 0;
 }
 
-static int list_one(const struct lock_entry *e, void *arg)
-{
-	json_t *locks = arg;
-
-	return json_array_append_new(locks, output_entry_json(e)) == 0 ? 0 : -1;
-}
-
-struct op_list {
-	const char *id;
-	json_t *locks;
+/* inspect --all and --operation-id: {"locks":[...]}, each lock printed as
+ * it is read (output_stream), so memory does not grow with the registry. */
+struct stream_list {
+	struct output_stream out;
+	const char *operation_id;	/* only this operation's locks, or NULL */
 };
 
-static int list_op(const struct lock_entry *e, void *arg)
+static int stream_one(const struct lock_entry *e, void *arg)
 {
-	struct op_list *l = arg;
+	struct stream_list *l = arg;
 
-	if (!e->has_owner || strcmp(e->owner.operation_id, l->id) != 0)
+	if (l->operation_id != NULL &&
+	    (!e->has_owner || strcmp(e->owner.operation_id, l->operation_id) != 0))
 		return 0;
-	return list_one(e, l->locks);
+	return output_stream_item(&l->out, output_entry_json(e)) == 0 ? 0 : -1;
+}
+
+/* Returns 0 or the exit status of a write error, or -1 with err when the
+ * registry could not be read (the list printed so far is left unclosed,
+ * on a line of its own, before the error). */
+static int inspect_stream(struct cli *c, struct registry *reg, const char *operation_id,
+			  struct wsl_error *err)
+{
+	struct stream_list l = { .operation_id = operation_id };
+
+	if (output_stream_begin(c, &l.out, "locks") != 0)
+		return l.out.status;
+	if (registry_list(reg, true, stream_one, &l, err) != 0) {
+		if (l.out.status != 0)
+			return l.out.status;
+		output_stream_abort(&l.out);
+		if (err->code == WSL_OK)
+			wsl_error_set(err, WSL_OS, "out of memory");
+		return -1;
+	}
+	return output_stream_end(&l.out);
 }
 
 /* inspect --operation-id ID: the locks whose owner carries that operation
@@ -84,19 +101,7 @@ static int list_op(const struct lock_entry *e, void *arg)
 static int inspect_operation(struct cli *c, struct registry *reg, const char *id,
 			     struct wsl_error *err)
 {
-	struct op_list l = { id, json_array() };
-	json_t *out;
-
-	if (registry_list(reg, true, list_op, &l, err) != 0) {
-		json_decref(l.locks);
-		if (err->code == WSL_OK)
-			wsl_error_set(err, WSL_OS, "out of memory");
-		return -1;
-	}
-	registry_coord_unlock(reg);
-	out = json_object();
-	json_object_set_new(out, "locks", l.locks);
-	return output_json(c, out);
+	return inspect_stream(c, reg, id, err);
 }
 
 /* The journal may grow without bound (DESIGN §5); this is what one inspect
@@ -192,8 +197,7 @@ static int keep_one(const struct lock_entry *e, void *arg)
 static int inspect_all(struct cli *c, struct registry *reg, bool text,
 		       struct wsl_error *err)
 {
-	json_t *locks, *out;
-
+	/* The text table sizes its columns by every row, so it keeps them. */
 	if (text) {
 		struct text_list t = { NULL, 0, 0 };
 		struct output_row *rows;
@@ -222,16 +226,7 @@ static int inspect_all(struct cli *c, struct registry *reg, bool text,
 		free(t.items);
 		return rc;
 	}
-	locks = json_array();
-	if (registry_list(reg, true, list_one, locks, err) != 0) {
-		json_decref(locks);
-		if (err->code == WSL_OK)
-			wsl_error_set(err, WSL_OS, "out of memory");
-		return -1;
-	}
-	out = json_object();
-	json_object_set_new(out, "locks", locks);
-	return output_json(c, out);
+	return inspect_stream(c, reg, NULL, err);
 }
 
 static int inspect_one(struct cli *c, struct registry *reg, const char *arg,

@@ -104,6 +104,84 @@ int output_json(struct cli *c, json_t *value)
 	return rc;
 }
 
+/* A write error on stdout: said once, remembered in s. */
+static int stream_failed(struct output_stream *s)
+{
+	if (s->status == 0) {
+		fprintf(stderr, "wslock: cannot write to standard output: %s\n",
+			strerror(errno));
+		s->status = wsl_code_exit(WSL_IO);
+	}
+	return s->status;
+}
+
+int output_stream_begin(struct cli *c, struct output_stream *s, const char *name)
+{
+	json_t *key = json_string(name);
+	int rc;
+
+	s->c = c;
+	s->n = 0;
+	s->status = 0;
+	/* The key through jansson too: escaped as output_json escapes it. */
+	rc = key == NULL ||
+	     fputs(c->pretty ? "{\n  " : "{", stdout) == EOF ||
+	     json_dumpf(key, stdout, JSON_ENCODE_ANY) != 0 ||
+	     fputs(c->pretty ? ": [" : ":[", stdout) == EOF;
+	json_decref(key);
+	return rc ? stream_failed(s) : 0;
+}
+
+/* json_dump_callback's sink for an item of an indented list: each line
+ * break gets the four spaces of the item's depth (a JSON string holds no
+ * raw line break, so every '\n' is jansson's own). */
+static int stream_indented(const char *buf, size_t size, void *data)
+{
+	(void)data;
+	for (size_t i = 0; i < size; i++) {
+		if (putc(buf[i], stdout) == EOF)
+			return -1;
+		if (buf[i] == '\n' && fputs("    ", stdout) == EOF)
+			return -1;
+	}
+	return 0;
+}
+
+int output_stream_item(struct output_stream *s, json_t *item)
+{
+	const char *sep = s->c->pretty ? (s->n == 0 ? "\n    " : ",\n    ") :
+		(s->n == 0 ? "" : ",");
+	int rc;
+
+	if (s->status != 0 || item == NULL) {
+		json_decref(item);
+		return s->status != 0 ? s->status : stream_failed(s);
+	}
+	rc = fputs(sep, stdout) == EOF ||
+	     (s->c->pretty ? json_dump_callback(item, stream_indented, NULL, JSON_INDENT(2)) :
+	      json_dumpf(item, stdout, JSON_COMPACT)) != 0;
+	json_decref(item);
+	s->n++;
+	return rc ? stream_failed(s) : 0;
+}
+
+void output_stream_abort(struct output_stream *s)
+{
+	if (s->status == 0 && (putc('\n', stdout) == EOF || fflush(stdout) == EOF))
+		stream_failed(s);
+}
+
+int output_stream_end(struct output_stream *s)
+{
+	const char *tail = !s->c->pretty ? "]}\n" : s->n == 0 ? "]\n}\n" : "\n  ]\n}\n";
+
+	if (s->status != 0)
+		return s->status;
+	if (fputs(tail, stdout) == EOF || fflush(stdout) == EOF)
+		return stream_failed(s);
+	return 0;
+}
+
 json_t *output_entry_json(const struct lock_entry *e)
 {
 	json_t *o = json_object();

@@ -36,6 +36,27 @@ int output_error(struct cli *c, struct wsl_error *err);
  * cannot be written (EPIPE, ENOSPC...), after saying so on stderr. */
 int output_json(struct cli *c, json_t *value);
 
+/* A JSON document {"NAME":[ITEM,...]} written item by item, as
+ * output_json would write it whole (the same bytes, compact or --pretty),
+ * so that a long list needs no memory for all of it. output_stream_begin
+ * writes the head, output_stream_item one item (taking the reference),
+ * output_stream_end the tail, the newline and a flush. Each returns 0, or
+ * 74 once stdout cannot be written (said once on stderr; later calls do
+ * nothing and return 74 too). A list that stops half-way (its reader
+ * failed) is left without its tail (output_stream_abort): never a shorter
+ * list that parses. */
+struct output_stream {
+	struct cli *c;
+	size_t n;	/* items written */
+	int status;	/* 0, or 74 after a write error */
+};
+int output_stream_begin(struct cli *c, struct output_stream *s, const char *name);
+int output_stream_item(struct output_stream *s, json_t *item);
+int output_stream_end(struct output_stream *s);
+/* Ends a list that stops half-way with a line break (no tail), so that
+ * what follows (an error document) starts on a line of its own. */
+void output_stream_abort(struct output_stream *s);
+
 /* The JSON shape of a lock in inspect and error details (a new
  * reference). */
 json_t *output_entry_json(const struct lock_entry *e);

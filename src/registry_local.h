@@ -1,8 +1,8 @@
 /* registry_local.h - internal to the local backend: the state and the
  * functions its files share (registry_local.c, the on-disk protocol, whose
  * header comment describes the layout and the crash steps; local_open.c,
- * local_wait.c, local_markers.c, local_garbage.c). Nothing outside these
- * files includes it: the rest of wslock sees the backend through
+ * local_wait.c, local_markers.c, local_list.c, local_garbage.c). Nothing
+ * outside these files includes it: the rest of wslock sees the backend through
  * registry_local_ops (registry_backend.h) and local_open (registry.h).
  *
  * Every function fails by returning -1 (or false where it returns bool,
@@ -65,6 +65,9 @@ int path_join(char out[PATH_MAX], const char *a, const char *b,
  * away meanwhile reads as free. Fails (-1) only on I/O errors. */
 int local_get_key(struct registry *reg, const char *key, bool probe,
 		  struct lock_entry *e, struct wsl_error *err);
+
+/* Marks *e corrupt (LOCK_CORRUPT) with the reason why. */
+void set_corrupt(struct lock_entry *e, const char *why);
 
 /* Durability (registry_local.c, "Durability"): whether bytes written must
  * be fsynced (not on tmpfs); the fsync of a directory whose change is a
@@ -164,6 +167,13 @@ int identity_markers_at(struct registry *reg, const char *key, const char *fs,
 			struct wsl_error *err);
 int identity_markers(struct registry *reg, const char *key, const struct owner *o,
 		     enum marker_step step, struct wsl_error *err);
+
+/* ---- local_list.c: every lock, read one at a time ---- */
+
+/* The registry contract's list (registry.h). */
+int local_list(struct registry *reg, bool probe,
+	       int (*fn)(const struct lock_entry *e, void *arg), void *arg,
+	       struct wsl_error *err);
 
 /* ---- local_garbage.c: staging leftovers and orphan markers ---- */
 

@@ -103,7 +103,7 @@ static int read_expected(const char *name, char **buf, size_t *len,
 static int recover_main(struct cli *c, int argc, char **argv)
 {
 	struct recover_args a = { .wait = { false, -1, -1, -1, false, false } };
-	char ws[PATH_MAX], why[256], purpose[OWNER_PURPOSE_MAX + 1];
+	char ws[PATH_MAX], root[PATH_MAX], why[256], purpose[OWNER_PURPOSE_MAX + 1];
 	struct wsl_error err = { 0 };
 	struct registry_expect x = { 0 };
 	struct child ch = { 0 };
@@ -147,10 +147,14 @@ static int recover_main(struct cli *c, int argc, char **argv)
 		goto fail;
 	have_reg = true;
 	hold_registry_bound(&reg, &a.wait);
-	if (valid && strcmp(expected.workspace_root, ws) != 0) {
+	/* Through another path to the same directory (a bind mount): the
+	 * lock is kept under the path it was taken by. */
+	if (registry_locate(&reg, ws, root, &err) != 0)
+		goto fail;
+	if (valid && strcmp(expected.workspace_root, root) != 0) {
 		wsl_error_set(&err, WSL_OWNER_MISMATCH,
 			      "the expected owner is of workspace %s, not of %s; nothing changed",
-			      expected.workspace_root, ws);
+			      expected.workspace_root, root);
 		goto fail;
 	}
 
@@ -166,6 +170,9 @@ static int recover_main(struct cli *c, int argc, char **argv)
 		if (owner_build(&next, ws, getpid(), purpose, NULL, NULL, &err) != 0)
 			goto fail;
 	}
+	/* Its identity as this process reaches it (ws), its key the lock's. */
+	snprintf(next.workspace_root, sizeof(next.workspace_root), "%s", root);
+	snprintf(ws, sizeof(ws), "%s", root);
 	x.owner = valid ? &expected : NULL;
 	x.invalid_why = valid ? NULL : why;
 	x.raw = raw;

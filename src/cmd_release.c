@@ -132,7 +132,9 @@ static int release_main(struct cli *c, int argc, char **argv)
 	if (registry_open_for(&reg, &c->reg_cfg, argv[first], true, true, ws, &err) != 0)
 		return output_error(c, &err);
 	hold_registry_bound(&reg, &a.wait);
-	if (refuse_live(&reg, ws, a.token, &err) != 0 ||
+	/* Through another path to the same directory: its lock's path. */
+	if (registry_locate(&reg, ws, ws, &err) != 0 ||
+	    refuse_live(&reg, ws, a.token, &err) != 0 ||
 	    wait_nested(c, &reg, ws, &a, &nfd, &err) != 0 ||
 	    registry_release(&reg, ws, a.token, &o, &err) != 0) {
 		fsx_close(nfd);

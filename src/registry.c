@@ -221,6 +221,24 @@ int registry_get_chain(struct registry *reg, const char *workspace, bool probe,
 	return 0;
 }
 
+int registry_locate(struct registry *reg, const char *ws, char root[PATH_MAX],
+		    struct wsl_error *err)
+{
+	struct lock_entry e;
+	bool other;
+
+	if (registry_get(reg, ws, false, &e, err) != 0)
+		return -1;
+	other = e.state != LOCK_FREE && e.workspace_root[0] != '\0' &&
+		strcmp(e.workspace_root, ws) != 0;
+	if (other)	/* root may be ws itself */
+		snprintf(root, PATH_MAX, "%s", e.workspace_root);
+	else if (root != ws)
+		snprintf(root, PATH_MAX, "%s", ws);
+	lock_entry_free(&e);
+	return 0;
+}
+
 int registry_overlaps(struct registry *reg, const char *workspace, bool probe,
 		      struct overlap **out, size_t *n, struct wsl_error *err)
 {

@@ -197,6 +197,19 @@ int registry_get_chain(struct registry *reg, const char *workspace, bool probe,
 		       struct lock_entry **out, size_t *n, struct wsl_error *err);
 
 /*
+ * The path under which the lock of ws (canonical) is kept, into root: when
+ * the lock on ws was taken through another path to the same directory (a
+ * bind mount, a container's mount: found by identity, DESIGN.md section
+ * 3), that path; else ws itself. release, recover, reclaim and retain act
+ * on root, as the backends key a lock by the path it was taken by. Read
+ * without the coordination lock: a lock that changes meanwhile meets the
+ * operation's own compare under it. root may be ws itself. Errors as
+ * registry_get.
+ */
+int registry_locate(struct registry *reg, const char *ws, char root[PATH_MAX],
+		    struct wsl_error *err);
+
+/*
  * Every lock on a proper ancestor of workspace (nearest first) or below it
  * (through the nest markers of workspace: O(depth + locks below), never
  * O(all locks)). *out is a new array of *n entries; free with

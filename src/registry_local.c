@@ -638,6 +638,15 @@ static int local_take_over(struct registry *reg, const char *workspace,
 	crypto_path_key(workspace, key);
 	if (local_get_key(reg, key, true, e, err) != 0)
 		goto out;
+	/* The same directory locked through another path, whose path a
+	 * corrupt document may not tell (registry_locate gives it when it
+	 * can): found by identity, acted on by its key. */
+	if (e->state == LOCK_FREE) {
+		if (identity_self(reg, workspace, key, true, e, err) != 0)
+			goto out;
+		if (e->state != LOCK_FREE)
+			snprintf(key, sizeof(key), "%s", e->key);
+	}
 	if (path_join(dirpath, reg->path, "locks", err) != 0 ||
 	    path_join(dirpath, dirpath, key, err) != 0)
 		goto out;

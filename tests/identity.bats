@@ -384,3 +384,109 @@ DETECT='mkdir "$1/.held" 2>/dev/null || { echo "$3 overlap" >>"$2"; exit 0; }
 	run -77 --separate-stderr wsl inspect "$(W a)"
 	assert_same_snapshot "$before" "$(registry_snapshot)"
 }
+
+# in_alias_ns SCRIPT: SCRIPT (sh) in a new mount namespace where $a is a
+# bind mount of $r (both canonical), with W the binary and $s a sleeper
+# to name as an acquire holder.
+in_alias_ns() {
+	mkws real alias
+	in_mountns '
+		W=$1 r=$2 a=$3 d=$4
+		mount --bind "$r" "$a" || exit 1
+		sleep 300 </dev/null >/dev/null 2>&1 &
+		s=$!
+		'"$1"'
+		rc=$?
+		kill $s
+		exit $rc' sh "$WSLOCK" "$(canon "$(W real)")" "$(canon "$(W alias)")" "$BATS_TEST_TMPDIR"
+}
+
+@test "release --token through a bind-mount alias frees the lock taken through the real path, and the reverse" {
+	needs_mounts
+	run -0 in_alias_ns '
+		t=$("$W" acquire -q --pid $s "$r" | jq -r .token) || exit 1
+		"$W" release --token "$t" "$a" >"$d/rel1.json"; echo "alias=$?"
+		echo "after1=$("$W" inspect "$r" | jq -r .state)"
+		t=$("$W" acquire -q --pid $s "$a" | jq -r .token) || exit 1
+		"$W" release --token "$t" "$r" >"$d/rel2.json"; echo "real=$?"
+		echo "after2=$("$W" inspect "$a" | jq -r .state)"
+		# A run nested under the holder keeps it: release through the
+		# alias waits for it (-n: 75), as through the real path.
+		t=$("$W" acquire -q --pid $$ "$r" | jq -r .token) || exit 1
+		"$W" run "$r" -- sh -c "touch $d/nested; while [ ! -e $d/go ]; do sleep 0.05; done" &
+		n=$!
+		i=0; while [ ! -e "$d/nested" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+		"$W" release -n --token "$t" "$a" >/dev/null 2>&1; echo "nested=$?"
+		touch "$d/go"; wait $n
+		"$W" release --token "$t" "$a" >/dev/null; echo "last=$?"
+		echo "after3=$("$W" inspect "$r" | jq -r .state)"'
+	for k in alias=0 after1=free real=0 after2=free nested=75 last=0 after3=free; do
+		[[ $output == *"$k"* ]] || fail "expected $k: $output"
+	done
+	jq_ok ".action == \"released\" and .workspace_root == \"$(canon "$(W real)")\"" \
+		"$(cat "$BATS_TEST_TMPDIR/rel1.json")"
+	jq_ok ".action == \"released\" and .workspace_root == \"$(canon "$(W alias)")\"" \
+		"$(cat "$BATS_TEST_TMPDIR/rel2.json")"
+}
+
+@test "recover through a bind-mount alias with the exact owner takes over the lock taken through the real path, and the reverse" {
+	needs_mounts
+	run -0 in_alias_ns '
+		for via in r a; do
+			if [ $via = r ]; then take=$r give=$a; else take=$a give=$r; fi
+			sh -c "exec sleep 300" </dev/null >/dev/null 2>&1 &
+			p=$!
+			"$W" acquire -q --pid $p "$take" >"$d/owner.$via.json" || exit 1
+			kill -KILL $p; wait $p 2>/dev/null
+			"$W" inspect --owner "$give" >"$d/expected.$via.json"
+			"$W" recover --expected-owner "$d/expected.$via.json" "$give" >"$d/rec.$via.json"
+			echo "recover_$via=$?"
+			echo "after_$via=$("$W" inspect "$take" | jq -r .state)"
+			# With a command: it runs under the recovered lock.
+			sh -c "exec sleep 300" </dev/null >/dev/null 2>&1 &
+			p=$!
+			"$W" acquire -q --pid $p "$take" >"$d/owner2.$via.json" || exit 1
+			kill -KILL $p; wait $p 2>/dev/null
+			"$W" recover --expected-owner "$d/owner2.$via.json" "$give" -- \
+				sh -c "\"$W\" inspect \"$take\" | jq -r .owner.recovery_of >$d/rof.$via"
+			echo "recover_cmd_$via=$?"
+			echo "after_cmd_$via=$("$W" inspect "$give" | jq -r .state)"
+		done'
+	for k in recover_r=0 after_r=free recover_a=0 after_a=free recover_cmd_r=0 after_cmd_r=free \
+		recover_cmd_a=0 after_cmd_a=free; do
+		[[ $output == *"$k"* ]] || fail "expected $k: $output"
+	done
+	local via
+	for via in r a; do
+		jq_ok ".action == \"recovered\" and .prior_owner == $(cat "$BATS_TEST_TMPDIR/owner.$via.json")" \
+			"$(cat "$BATS_TEST_TMPDIR/rec.$via.json")"
+		[ "$(cat "$BATS_TEST_TMPDIR/rof.$via")" = "$(jq -r .token "$BATS_TEST_TMPDIR/owner2.$via.json")" ] ||
+			fail "not the recovered lock: $(cat "$BATS_TEST_TMPDIR/rof.$via")"
+	done
+}
+
+@test "a corrupt lock taken through the real path is shown, cleared and reclaimed through a bind-mount alias" {
+	needs_mounts
+	run -0 in_alias_ns '
+		"$W" acquire -q --pid $s "$r" >/dev/null || exit 1
+		f=$("$W" inspect "$r" | jq -r .lock_path)
+		printf "{\"schema_version\":2,\"kind\":\"wslock-owner\",\"workspace_root\":\"%s\"" "$r" >"$f"
+		echo "state=$("$W" inspect "$a" | jq -r .state)"
+		cp "$f" "$d/corrupt.json"
+		"$W" recover --force --reason "truncated" --expected-owner "$d/corrupt.json" "$a" >"$d/rec.json"
+		echo "recover=$?"
+		echo "after=$("$W" inspect "$r" | jq -r .state)"
+		# reclaim naming the alias: a dead owner taken through the real path.
+		sh -c "exec sleep 300" </dev/null >/dev/null 2>&1 &
+		p=$!
+		"$W" acquire -q --pid $p "$r" >/dev/null || exit 1
+		kill -KILL $p; wait $p 2>/dev/null
+		"$W" reclaim --yes "$a" >"$d/reclaim.json"; echo "reclaim=$?"
+		echo "after_reclaim=$("$W" inspect "$r" | jq -r .state)"'
+	for k in state=corrupt recover=0 after=free reclaim=0 after_reclaim=free; do
+		[[ $output == *"$k"* ]] || fail "expected $k: $output"
+	done
+	jq_ok '.action == "cleared-corrupt"' "$(cat "$BATS_TEST_TMPDIR/rec.json")"
+	jq_ok "(.reclaimed | length) == 1 and .reclaimed[0].workspace_root == \"$(canon "$(W real)")\"" \
+		"$(cat "$BATS_TEST_TMPDIR/reclaim.json")"
+}

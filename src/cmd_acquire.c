@@ -2,6 +2,7 @@
  * wslock (a shell script), and print its owner document. */
 #include "cli.h"
 #include "hold.h"
+#include "keeper_pid.h"
 #include "output.h"
 
 #include <getopt.h>
@@ -51,6 +52,22 @@ static int acquire_option(int id, const char *arg, void *ctx, struct wsl_error *
 	return wsl_error_set(err, WSL_USAGE, "unexpected option");
 }
 
+/* The keeper of o's lock, just acquired on a lease (keeper_pid.h); when
+ * it cannot start, or the holder is gone already, the lock is given back:
+ * nobody would keep it alive. */
+static int start_keeper(struct registry *reg, const struct owner *o,
+			struct wsl_error *err)
+{
+	struct wsl_error rerr = { 0 };
+	int pidfd = keeper_pid_open(o, err);
+
+	if (pidfd != -1 && keeper_pid_start(reg, o, pidfd, err) == 0)
+		return 0;
+	registry_release(reg, o->workspace_root, o->token, NULL, &rerr);
+	wsl_error_clear(&rerr);
+	return -1;
+}
+
 static int acquire_main(struct cli *c, int argc, char **argv)
 {
 	struct acquire_args a = { .hold.wait = { false, -1, -1, -1, false }, .pid = 0 };
@@ -59,7 +76,10 @@ static int acquire_main(struct cli *c, int argc, char **argv)
 	struct registry reg;
 	struct owner o;
 	sigset_t mask, old;
-	int first, status = 0, rc;
+	int first, status = 0, rc, live_fd = -1;
+	long long fence;
+	bool leased;
+	json_t *out;
 
 	c->json_errors = true;
 	first = cli_parse(c, &cmd_acquire, argc, argv, acquire_option, &a, &status);
@@ -89,7 +109,14 @@ static int acquire_main(struct cli *c, int argc, char **argv)
 	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, &old);
 	a.hold.wait.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	rc = hold_acquire(c, &reg, &o, &a.hold.wait, NULL, &err);
+	/* A backend whose locks live on a lease (etcd) gives this one a
+	 * liveness lease and a keeper that renews it while the holder lives;
+	 * the local one needs neither (the pid is the proof). */
+	leased = strcmp(registry_backend(&reg), "etcd") == 0;
+	reg.lease_for_pid = leased;
+	rc = hold_acquire(c, &reg, &o, &a.hold.wait, leased ? &live_fd : NULL, &err);
+	if (rc == 0 && leased && start_keeper(&reg, &o, &err) != 0)
+		rc = -1;
 	if (rc == 0 && a.hold.wait.sigfd >= 0) {
 		/* Interrupted while publishing: the caller will not learn the
 		 * token, so nobody could release the lock. Give it back. */
@@ -100,6 +127,7 @@ static int acquire_main(struct cli *c, int argc, char **argv)
 			rc = (int)si.ssi_signo;
 		}
 	}
+	fence = reg.fence;
 	registry_close(&reg);
 	if (a.hold.wait.sigfd >= 0)
 		close(a.hold.wait.sigfd);
@@ -114,7 +142,12 @@ static int acquire_main(struct cli *c, int argc, char **argv)
 		wsl_error_clear(&err);
 		return status;
 	}
-	return output_json(c, owner_to_json(&o));
+	out = owner_to_json(&o);
+	/* etcd: the fencing token, the revision at which the ownership
+	 * began (WSLOCK_FENCE of run); not part of the owner document. */
+	if (fence > 0)
+		json_object_set_new(out, "fence", json_integer(fence));
+	return output_json(c, out);
 }
 
 const struct cli_command cmd_acquire = {
@@ -124,5 +157,9 @@ const struct cli_command cmd_acquire = {
 	"The holder is --pid (default: wslock's parent process). Inside $(...) that\n"
 	"parent is a short-lived subshell, so scripts write:\n"
 	"  owner=$(wslock acquire --pid $$ WS) && token=$(jq -r .token <<<\"$owner\")\n"
-	"  ...; wslock release --token \"$token\" WS\n",
+	"  ...; wslock release --token \"$token\" WS\n"
+	"With the etcd backend, a keeper process left behind (no stdio, a session\n"
+	"of its own) renews the lock's liveness lease while the holder lives and\n"
+	"stops when it exits (the lock is then left, dead: recovery required) or\n"
+	"at release; the output carries the fencing token as \"fence\".\n",
 };

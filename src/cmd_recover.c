@@ -137,7 +137,7 @@ static int recover_main(struct cli *c, int argc, char **argv)
 	}
 	if (read_expected(a.expected, &raw, &raw_len, &err) != 0)
 		goto fail;
-	valid = owner_parse(raw, raw_len, &expected, why, sizeof(why)) == 0;
+	valid = owner_parse_saved(raw, raw_len, &expected, why, sizeof(why)) == 0;
 	if (!valid && raw_len >= 4 && strspn(raw, " \t\r\n") + 4 <= raw_len &&
 	    strncmp(raw + strspn(raw, " \t\r\n"), "null", 4) == 0)
 		snprintf(why, sizeof(why),

@@ -4,6 +4,7 @@
  * under it still run. */
 #include "cli.h"
 #include "hold.h"
+#include "keeper_pid.h"
 #include "output.h"
 #include "fsx.h"
 #include "platform.h"
@@ -13,6 +14,8 @@
 #include <string.h>
 #include <sys/file.h>
 #include <time.h>
+
+#define POKE_WAIT_MS 3000	/* release waits this long for a keeper's check */
 
 static const struct cli_option release_options[] = {
 	{ "token", OPT_TOKEN, required_argument, "TOKEN",
@@ -146,6 +149,10 @@ static int release_main(struct cli *c, int argc, char **argv)
 		return status;
 	}
 	fsx_close(nfd);
+	/* An acquire's keeper on this machine (etcd) checks its lock now and
+	 * exits, rather than at its next renewal. */
+	if (strcmp(registry_backend(&reg), "etcd") == 0)
+		keeper_pid_poke(a.token, POKE_WAIT_MS);
 	registry_close(&reg);
 	if (c->verbose)
 		output_notice("released %s", ws);

@@ -631,3 +631,29 @@ void owner_diff(const struct owner *a, const struct owner *b, char *out, size_t 
 		used += (size_t)n;
 	}
 }
+
+int owner_parse_saved(const char *buf, size_t len, struct owner *o, char *why,
+		      size_t whylen)
+{
+	json_t *doc;
+	char *text;
+	int rc;
+
+	if (owner_parse(buf, len, o, why, whylen) == 0)
+		return 0;
+	if (len > OWNER_DOC_MAX + 64)
+		return -1;
+	doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(doc) || !json_is_integer(json_object_get(doc, "fence"))) {
+		json_decref(doc);
+		return -1;
+	}
+	json_object_del(doc, "fence");
+	text = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	if (text == NULL)
+		return why_set(why, whylen, "out of memory");
+	rc = owner_parse(text, strlen(text), o, why, whylen);
+	free(text);
+	return rc;
+}

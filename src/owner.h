@@ -108,6 +108,16 @@ int owner_build(struct owner *o, const char *workspace_root, pid_t pid,
 int owner_parse(const char *buf, size_t len, struct owner *o, char *why,
 		size_t whylen);
 
+/*
+ * owner_parse for a document a user saved from wslock: also acquire's
+ * output on etcd, which carries the lock's fencing token as "fence" (an
+ * integer) beside the owner document's keys; that key is dropped before
+ * the document is parsed (it is not the owner's: no owner document has
+ * it). Returns and reports as owner_parse.
+ */
+int owner_parse_saved(const char *buf, size_t len, struct owner *o, char *why,
+		      size_t whylen);
+
 /* For a document that failed owner_parse: copies its "workspace_root" into
  * out when it is there, a string and canonical, so that a corrupt lock can
  * still be named. Returns true when it did. The caller must check that the

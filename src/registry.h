@@ -73,6 +73,13 @@ struct registry {
 	long long keep_deadline_ms;	/* registry_keepalive: no request may
 					 * end after this CLOCK_MONOTONIC time
 					 * (ms); 0: the lease's own deadline */
+	bool lease_for_pid;	/* acquire: a lock acquired with a liveness
+				 * lease (live_fd given) is kept alive by a
+				 * keeper watching the owner's pid, not by a
+				 * running wslock with a command
+				 * (keeper_pid.h): it may be released by
+				 * token, and its renewals may go on until the
+				 * lease expires at the server */
 };
 
 /* How long a call may wait for the registry itself (local: its

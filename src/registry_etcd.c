@@ -14,9 +14,16 @@
  *                    kept it alive; such a key still reads as live while it
  *                    exists.)
  *   P "lease" W      for a holder kept alive by a keeper (`run`, `recover
- *                    -- CMD`): {"token":…,"lease":"<hex id>","ttl_s":N,
- *                    "lock_delay_s":N}, not bound to a lease: it says that
- *                    the lock's liveness is the liveness key's.
+ *                    -- CMD`, `acquire`): {"token":…,"lease":"<hex id>",
+ *                    "ttl_s":N,"lock_delay_s":N,"keeper":"run"|"acquire"},
+ *                    not bound to a lease: it says that the lock's
+ *                    liveness is the liveness key's. "run" (or no
+ *                    "keeper": written before acquire had keepers): a
+ *                    running wslock with its command, which release
+ *                    refuses to displace;
+ *                    "acquire": the keeper of an acquire's holder pid
+ *                    (keeper_pid.h), which renews until the lease ends at
+ *                    the server, and whose lease a release revokes.
  *   P "live" W       the holder's token, bound to its liveness lease,
  *                    granted for TTL + lock-delay; the holder works to a
  *                    deadline of TTL from the send time of its last
@@ -46,9 +53,9 @@
  *    revision of the put (a put keeps the create revision, so the new owner
  *    gets the transaction's revision, greater than any earlier fence).
  *
- * A crash of a `run` holder leaves its lock, dead once the liveness lease
- * has expired: the next job gets "recovery required", as on disk; an
- * acquire's lock stays until release or recover, as the local one does. A write whose outcome is unknown (the endpoint failed
+ * A crash of a `run` holder, or the exit of an `acquire` holder's pid,
+ * leaves its lock, dead once the liveness lease has expired: the next job
+ * gets "recovery required", as on disk. A write whose outcome is unknown (the endpoint failed
  * after the request was sent) is settled by reading back: our token in the
  * stored bytes (or our journal or retained key) means it was applied.
  */
@@ -120,7 +127,8 @@ bool same_bytes(const char *a, size_t alen, const char *b, size_t blen)
 const char *const kind_names[KINDS] = { "lock", "retained", "lease", "live" };
 
 /* The lease key's value for token's lock on lease (see the top). */
-char *lease_doc(const struct etcd_state *s, const char *token, long long lease)
+char *lease_doc(const struct etcd_state *s, const char *token, long long lease,
+		bool for_pid)
 {
 	char id[32];
 	json_t *o = json_object();
@@ -131,6 +139,7 @@ char *lease_doc(const struct etcd_state *s, const char *token, long long lease)
 	json_object_set_new(o, "lease", json_string(id));
 	json_object_set_new(o, "ttl_s", json_integer(s->ttl_s));
 	json_object_set_new(o, "lock_delay_s", json_integer(s->delay_s));
+	json_object_set_new(o, "keeper", json_string(for_pid ? "acquire" : "run"));
 	text = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
 	return text;
@@ -138,13 +147,15 @@ char *lease_doc(const struct etcd_state *s, const char *token, long long lease)
 
 /* True when the lease key kv names token; its lease id goes to *lease. */
 bool lease_doc_names(const struct etcd_kv *kv, const char *token,
-			    long long *lease, long long *delay_s)
+		     long long *lease, long long *delay_s, bool *for_pid)
 {
 	json_t *o = json_loadb(kv->value, kv->value_len, 0, NULL);
 	const char *t = json_string_value(json_object_get(o, "token"));
 	const char *id = json_string_value(json_object_get(o, "lease"));
+	const char *keeper = json_string_value(json_object_get(o, "keeper"));
 	bool ok = t != NULL && strcmp(t, token) == 0;
 
+	*for_pid = keeper != NULL && strcmp(keeper, "acquire") == 0;
 	*lease = id != NULL ? (long long)strtoull(id, NULL, 16) : 0;
 	*delay_s = json_integer_value(json_object_get(o, "lock_delay_s"));
 	json_decref(o);
@@ -263,6 +274,10 @@ static int etcd_keepalive(struct registry *reg, const struct owner *o,
 {
 	struct etcd_state *s = state(reg);
 	long long ttl, sent, period = s->ttl_s * 1000 / 3;
+	/* A run works to a deadline of TTL; an acquire's keeper has no
+	 * command to stop, so it may renew until the lease (TTL +
+	 * lock-delay) ends at the server. */
+	long long life = (reg->lease_for_pid ? s->ttl_s + s->delay_s : s->ttl_s) * 1000;
 	int rc;
 
 	*next_ms = -1;
@@ -277,7 +292,7 @@ static int etcd_keepalive(struct registry *reg, const struct owner *o,
 			return -1;
 		/* Never wait past the deadline for an answer. */
 		etcd_set_deadline(s->c, reg->keep_deadline_ms > 0 ? reg->keep_deadline_ms :
-				  s->lease_sent_ms + s->ttl_s * 1000);
+				  s->lease_sent_ms + life);
 		if (etcd_lease_keepalive(s->c, s->lease, &ttl, err) != 0) {
 			etcd_set_deadline(s->c, 0);
 			if (err->code != WSL_BACKEND_UNAVAILABLE)
@@ -299,13 +314,23 @@ static int etcd_keepalive(struct registry *reg, const struct owner *o,
 			etcd_set_deadline(s->c, reg->keep_deadline_ms);
 		rc = check_own(s, o, err);
 		etcd_set_deadline(s->c, 0);
-		if (rc != 0)
+		if (rc != 0) {
+			if (reg->lease_for_pid) {
+				/* released or taken over: the lease is ours
+				 * alone, and of no use now */
+				struct wsl_error ignore = { 0 };
+				etcd_lease_revoke(s->c, s->lease, &ignore);
+				wsl_error_clear(&ignore);
+				s->lease = 0;
+				s->lease_used = false;
+			}
 			return -1;
+		}
 	}
 	*next_ms = (long)(s->lease_sent_ms + period - platform_mono_ms());
 	if (*next_ms < 0)
 		*next_ms = 0;
-	*ttl_ms = (long)(s->lease_sent_ms + s->ttl_s * 1000 - platform_mono_ms());
+	*ttl_ms = (long)(s->lease_sent_ms + life - platform_mono_ms());
 	return 0;
 }
 

@@ -63,12 +63,16 @@ struct etcd_state {
 	struct key queue_key;
 	struct key wait_key;		/* what etcd_wait watches ("": all locks) */
 	long long wait_rev;		/* from this revision on */
+	bool lease_for_pid;		/* the lease is an acquire's: its keeper
+					 * watches the holder pid (registry.h) */
 };
 
 /* What a lock entry does not say about its key. */
 struct kv_meta {
 	long long create_rev;
-	long long lease;
+	long long lease;		/* the owner key's (0.1), 0: none */
+	long long live_lease;		/* named by the lease key, 0: none */
+	bool lease_for_pid;		/* the lease key says: an acquire's */
 };
 
 static inline struct etcd_state *state(struct registry *reg)
@@ -93,12 +97,17 @@ char *owner_bytes(const struct owner *o, size_t *len);
 char *dup_bytes(const char *p, size_t n);
 /* Whether a and b are present and hold the same bytes. */
 bool same_bytes(const char *a, size_t alen, const char *b, size_t blen);
-/* The lease key's value for token's lock on lease (malloc'd JSON text). */
-char *lease_doc(const struct etcd_state *s, const char *token, long long lease);
+/* The lease key's value for token's lock on lease (malloc'd JSON text);
+ * for_pid: kept by an acquire's keeper ("keeper":"acquire"), else by a
+ * running wslock ("keeper":"run"). */
+char *lease_doc(const struct etcd_state *s, const char *token, long long lease,
+		bool for_pid);
 /* True when the lease key kv names token; its lease id goes to *lease,
- * its lock-delay (s) to *delay_s. */
+ * its lock-delay (s) to *delay_s, whether an acquire's keeper keeps it to
+ * *for_pid (a document without "keeper", written before 0.2.0 had
+ * acquire keepers, is a run's). */
 bool lease_doc_names(const struct etcd_kv *kv, const char *token,
-		     long long *lease, long long *delay_s);
+		     long long *lease, long long *delay_s, bool *for_pid);
 
 /* ---- registry_etcd.c: clients and the holder's check ---- */
 

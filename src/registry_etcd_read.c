@@ -20,8 +20,9 @@ static void probe_lease(struct lock_entry *e, const struct etcd_kv *lease_kv,
 			const struct etcd_kv *live_kv)
 {
 	long long lease = 0, delay = 0;
+	bool for_pid = false;
 
-	if (!lease_doc_names(lease_kv, e->owner.token, &lease, &delay)) {
+	if (!lease_doc_names(lease_kv, e->owner.token, &lease, &delay, &for_pid)) {
 		e->liveness = LIVENESS_UNKNOWN;
 		snprintf(e->reason, sizeof(e->reason),
 			 "the etcd lease key of this lock names another holder");
@@ -29,9 +30,22 @@ static void probe_lease(struct lock_entry *e, const struct etcd_kv *lease_kv,
 		   same_bytes(live_kv->value, live_kv->value_len, e->owner.token,
 			      strlen(e->owner.token))) {
 		e->liveness = LIVENESS_LIVE;
+		/* A run's lease: its command runs, as a held kernel lock on
+		 * live says on disk (release refuses it). */
+		e->live_held = !for_pid;
+		if (for_pid)
+			snprintf(e->reason, sizeof(e->reason),
+				 "its liveness lease %llx is alive: the keeper of acquire's holder pid %ld renews it",
+				 (unsigned long long)lease, (long)e->owner.pid);
+		else
+			snprintf(e->reason, sizeof(e->reason),
+				 "its liveness lease %llx is alive: its keeper renews it",
+				 (unsigned long long)lease);
+	} else if (for_pid) {
+		e->liveness = LIVENESS_DEAD;
 		snprintf(e->reason, sizeof(e->reason),
-			 "its liveness lease %llx is alive: its keeper renews it",
-			 (unsigned long long)lease);
+			 "its liveness lease %llx expired or was revoked: the keeper of acquire's holder pid %ld stopped renewing it (the pid exited, or the keeper was killed or cut off from etcd)",
+			 (unsigned long long)lease, (long)e->owner.pid);
 	} else {
 		e->liveness = LIVENESS_DEAD;
 		snprintf(e->reason, sizeof(e->reason),
@@ -57,6 +71,11 @@ static int fill_entry(const char *path, const struct etcd_kv *const kv[KINDS],
 		return 0;
 	m->create_rev = lock->create_revision;
 	m->lease = lock->lease;
+	if (kv[K_LEASE] != NULL) {
+		long long delay;
+		/* whoever it names: a release revokes what it removes */
+		lease_doc_names(kv[K_LEASE], "", &m->live_lease, &delay, &m->lease_for_pid);
+	}
 	snprintf(e->lock_path, sizeof(e->lock_path), "%s", lock->key);
 	e->raw = dup_bytes(lock->value, lock->value_len);
 	if (e->raw == NULL)
@@ -101,6 +120,7 @@ static int fill_entry(const char *path, const struct etcd_kv *const kv[KINDS],
 			/* 0.1: the owner key itself was bound to the lease, so
 			 * it exists only while its holder renews the lease. */
 			e->liveness = LIVENESS_LIVE;
+			e->live_held = true;	/* only 0.1's run did this */
 			snprintf(e->reason, sizeof(e->reason),
 				 "etcd lease %llx is held: its holder keeps renewing it (the lock would be gone had it expired)",
 				 (unsigned long long)m->lease);

@@ -112,7 +112,7 @@ static int liveness_ops(struct etcd_state *s, const struct owner *o, bool keeper
 		ops[0].type = ops[1].type = ETCD_OP_DELETE;
 		return 0;
 	}
-	*doc = lease_doc(s, o->token, s->lease);
+	*doc = lease_doc(s, o->token, s->lease, s->lease_for_pid);
 	if (*doc == NULL)
 		return wsl_error_set(err, WSL_INTERNAL, "cannot format the lease key");
 	ops[0].type = ops[1].type = ETCD_OP_PUT;
@@ -277,6 +277,7 @@ int etcd_try_acquire(struct registry *reg, const struct owner *o,
 	} else if (queue_compares(s, ws, cmp + nc, qkeys, qkeys + qroom, &nq, err) != 0) {
 		goto out;
 	}
+	s->lease_for_pid = reg->lease_for_pid;
 	if (live_fd != NULL && lease_ready(s, err) != 0)
 		goto out;
 	memset(ops, 0, sizeof(ops));
@@ -488,6 +489,14 @@ int etcd_release(struct registry *reg, const char *workspace,
 				     "the lock of %s kept changing; nothing released", workspace);
 	}
 	lease_drop(s, token);
+	/* An acquire's lease, renewed by its keeper elsewhere: its keys are
+	 * gone, and so is the lease, so that the keeper's next renewal (or
+	 * the check a poke asks for) finds it ended. */
+	if (m.lease_for_pid && m.live_lease != 0 && m.live_lease != s->lease) {
+		struct wsl_error ignore = { 0 };
+		etcd_lease_revoke(s->c, m.live_lease, &ignore);
+		wsl_error_clear(&ignore);
+	}
 	if (strcmp(s->held_token, token) == 0)
 		held_forget(s);
 	if (released != NULL)
@@ -640,6 +649,7 @@ int etcd_take_over(struct registry *reg, const char *workspace,
 			wsl_error_set(err, WSL_INTERNAL, "cannot format the owner document");
 			goto out;
 		}
+		s->lease_for_pid = false;	/* recover -- CMD: a run's */
 		if (live_fd != NULL && lease_ready(s, err) != 0)
 			goto out;
 	}

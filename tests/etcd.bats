@@ -84,7 +84,10 @@ shape() {
 		[ "$status" -eq 66 ]
 		assert_json_error WSLOCK_NOT_HELD
 	done
-	[ "$(shape "$acq_local")" = "$(shape "$acq_etcd")" ]
+	# etcd's acquire adds the fencing token beside the owner document
+	jq_ok '.fence | type == "number" and . > 0' "$acq_etcd"
+	jq_ok 'has("fence") | not' "$acq_local"
+	[ "$(shape "$acq_local")" = "$(shape "$(jq -c 'del(.fence)' <<<"$acq_etcd")")" ]
 	[ "$(shape "$insp_local")" = "$(shape "$insp_etcd")" ]
 	[ "$(shape "$own_local")" = "$(shape "$own_etcd")" ]
 	[ "$(shape "$busy_local")" = "$(shape "$busy_etcd")" ]
@@ -279,19 +282,88 @@ shape() {
 		'[.[] | select(.workspace_root == $ws)] | length == 1 and .[0].action == "recover" and .[0].prior_owner != null and .[0].new_owner.recovery_of == .[0].prior_owner.token' <<<"$output"
 }
 
-@test "etcd: an acquired lock has no lease, outlives wslock, and release frees it" {
+# keeper_of TOKEN: the pid of the keeper of the acquire whose owner has
+# TOKEN (the process listening on its abstract socket), or nothing.
+keeper_of() {
+	ss -Hxlp 2>/dev/null | grep -F "@wslock-keeper-$1" | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2
+}
+
+@test "etcd: acquire's keeper keeps a 2 s lease live for 8 s while its pid lives; then the lock is left, dead" {
 	mkws a
 	start_sleeper
+	local t0 keeper
+	# $(...) returns at once: the keeper keeps no stdio open
+	OWNER=$(timeout 10 "$WSLOCK" acquire --lease-ttl 2 --pid "$SLEEPER_PID" "$(W a)") ||
+		fail "acquire: $OWNER"
+	[ "$(lease_of "$(W a)")" != 0 ]
+	[ "$(owner_lease_of "$(W a)")" = 0 ]
+	keeper=$(keeper_of "$(json_get .token "$OWNER")")
+	[ -n "$keeper" ] || fail "no keeper listens for the lock's token"
+	track_pid "$keeper"
+	[ "$(readlink "/proc/$keeper/fd/1")" = /dev/null ]
+	[ "$(ps -o sid= -p "$keeper")" != "$(ps -o sid= -p $$)" ] || fail "the keeper is in the caller's session"
+	# four times the TTL, and the lease (2 s + 2 s lock-delay) lives on
+	t0=$SECONDS
+	while [ $((SECONDS - t0)) -lt 8 ]; do
+		inspect_json "$(W a)"
+		jq_ok '.state == "held" and .liveness == "live" and (.liveness_reason | contains("keeper"))' "$INSPECT"
+		sleep 1
+	done
+	kill -KILL "$SLEEPER_PID"
+	wait_exit "$SLEEPER_PID" 10
+	# TTL + lock-delay (4 s) and a margin for a loaded machine
+	wait_for "! is_running $keeper" 20 || fail "the keeper outlived its pid"
+	wait_for "wsl inspect '$(W a)' | jq -e '.liveness == \"dead\"' >/dev/null" 20 ||
+		fail "the lock did not go dead: $(wsl inspect "$(W a)")"
+	run --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+	[ "$status" -eq 69 ]
+	assert_json_error WSLOCK_RECOVERY_REQUIRED
+	# recover takes acquire's output (fence and all) as the expected owner
+	printf '%s\n' "$OWNER" >"$BATS_TEST_TMPDIR/owner.json"
+	run --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/owner.json" "$(W a)"
+	[ "$status" -eq 0 ]
+	run wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+}
+
+@test "etcd: release frees an acquired lock and its keeper is gone when it returns" {
+	mkws a
+	start_sleeper
+	local keeper tok
 	acquire_as "$SLEEPER_PID" "$(W a)"
-	[ "$(lease_of "$(W a)")" = 0 ]
-	inspect_json "$(W a)"
-	jq_ok '.state == "held" and .liveness == "live"' "$INSPECT"
+	tok=$(json_get .token "$OWNER")
+	keeper=$(keeper_of "$tok")
+	[ -n "$keeper" ] || fail "no keeper"
+	track_pid "$keeper"
 	run --separate-stderr wsl release --token 0123456789abcdef0123456789abcdef "$(W a)"
 	[ "$status" -eq 78 ]
 	assert_json_error WSLOCK_OWNERSHIP_LOST
-	run --separate-stderr wsl release --token "$(json_get .token "$OWNER")" "$(W a)"
+	is_running "$keeper" || fail "a wrong token stopped the keeper"
+	run --separate-stderr wsl release --token "$tok" "$(W a)"
 	[ "$status" -eq 0 ]
 	jq_ok '.action == "released"'
+	wait_for "! is_running $keeper" 10 || fail "the keeper outlived the release"
+	[ -z "$(keeper_of "$tok")" ]
+	run wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+	# its lease went with it
+	run ectl get --prefix "/wslock/live$(canon "$(W a)")" --keys-only
+	[ -z "$output" ]
+	is_running "$SLEEPER_PID"
+}
+
+@test "etcd: release --token is refused while a run's liveness lease lives, as on disk" {
+	mkws a
+	hold --lease-ttl 3 "$(W a)"
+	local tok before
+	tok=$(wsl inspect --owner "$(W a)" | jq -r .token)
+	before=$(ectl get --prefix "/wslock/" -w json | jq -c '[.kvs[] | select(.key | @base64d | contains("'"$(canon "$(W a)")"'"))] | map([.key, .value, .mod_revision])')
+	run -75 --separate-stderr wsl release --token "$tok" "$(W a)"
+	assert_json_error WSLOCK_OWNER_LIVE
+	[[ $stderr == *"releases itself"* ]] || fail "the message does not say the lock releases itself: $stderr"
+	[ "$before" = "$(ectl get --prefix "/wslock/" -w json | jq -c '[.kvs[] | select(.key | @base64d | contains("'"$(canon "$(W a)")"'"))] | map([.key, .value, .mod_revision])')" ]
+	unhold
+	[ "$WAIT_STATUS" -eq 0 ]
 	run wsl inspect "$(W a)"
 	jq_ok '.state == "free"'
 }
@@ -299,9 +371,10 @@ shape() {
 @test "etcd: a dead holder on this host needs recovery; reclaim removes it" {
 	mkws a b
 	start_sleeper
-	acquire_as "$SLEEPER_PID" "$(W a)"
+	acquire_as "$SLEEPER_PID" "$(W a)" --lease-ttl 2
 	kill -KILL "$SLEEPER_PID"
 	wait_exit "$SLEEPER_PID" 10
+	wait_for "wsl inspect '$(W a)' | jq -e '.liveness == \"dead\"' >/dev/null" 20
 	run --separate-stderr wsl acquire -n --pid $$ "$(W a)"
 	[ "$status" -eq 69 ]
 	assert_json_error WSLOCK_RECOVERY_REQUIRED
@@ -314,11 +387,40 @@ shape() {
 	jq_ok '.state == "free"'
 }
 
-@test "etcd: the owner of another host is unknown, refused without --force" {
+# put_lock WS DOC: WS's lock as DOC, without a liveness lease (as an
+# acquire of 0.2.0 before keepers left it).
+put_lock() {
+	printf '%s\n' "$2" | ectl put "/wslock/lock$(canon "$1")" >/dev/null
+}
+
+# a_document WS: an owner document of this host for WS, its lock released.
+a_document() {
+	local out
+	out=$(wsl acquire --pid $$ "$1") || fail "acquire: $out"
+	wsl release --token "$(json_get .token "$out")" "$1" >/dev/null || fail "release"
+	jq -c 'del(.fence)' <<<"$out"
+}
+
+@test "etcd: the acquire of another host is live while its keeper renews its lease" {
 	mkws a
 	local out
 	out=$(WSLOCK_HOST=h2 wsl acquire --pid $$ "$(W a)") || fail "$out"
 	printf '%s\n' "$out" >"$BATS_TEST_TMPDIR/owner.json"
+	inspect_json "$(W a)"
+	jq_ok '.state == "held" and .liveness == "live" and .owner.host == "h2"' "$INSPECT"
+	run --separate-stderr wsl recover --force --reason x --expected-owner "$BATS_TEST_TMPDIR/owner.json" "$(W a)"
+	[ "$status" -eq 75 ]
+	assert_json_error WSLOCK_OWNER_LIVE
+	run wsl release --token "$(json_get .token "$out")" "$(W a)"
+	[ "$status" -eq 0 ]
+}
+
+@test "etcd: an owner without a lease of another host is unknown, refused without --force" {
+	mkws a
+	local doc
+	doc=$(a_document "$(W a)" | jq -c --arg p "$(dead_pid)" '.host = "h2" | .pid = ($p | tonumber)')
+	put_lock "$(W a)" "$doc"
+	printf '%s\n' "$doc" >"$BATS_TEST_TMPDIR/owner.json"
 	inspect_json "$(W a)"
 	jq_ok '.state == "held" and .liveness == "unknown" and .owner.host == "h2"' "$INSPECT"
 	run --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/owner.json" "$(W a)"
@@ -330,6 +432,34 @@ shape() {
 		--expected-owner "$BATS_TEST_TMPDIR/owner.json" "$(W a)"
 	[ "$status" -eq 0 ]
 	jq_ok '.forced == true and .liveness == "unknown"'
+}
+
+@test "etcd: finding 5: another machine with this host name is unknown (machine_id), never dead; nothing takes it over without --force" {
+	mkws a
+	local doc key before
+	# a pid that is dead here and another boot id: were the machine taken
+	# for this one, the lock would read dead (pid gone, or rebooted)
+	doc=$(a_document "$(W a)" | jq -c --arg p "$(dead_pid)" \
+		'.machine_id = "0123456789abcdef0123456789abcdef" | .boot_id = "00000000-1111-2222-3333-444444444444" | .pid = ($p | tonumber)')
+	put_lock "$(W a)" "$doc"
+	printf '%s\n' "$doc" >"$BATS_TEST_TMPDIR/owner.json"
+	key="/wslock/lock$(canon "$(W a)")"
+	before=$(ectl get "$key" -w json | jq -c '.kvs[0] | [.value, .mod_revision]')
+	inspect_json "$(W a)"
+	jq_ok '.state == "held" and .liveness == "unknown" and (.liveness_reason | contains("machine id"))' "$INSPECT"
+	run --separate-stderr wsl acquire -n --reclaim-dead --pid $$ "$(W a)"
+	[ "$status" -eq 75 ]
+	run --separate-stderr wsl run -n --reclaim-dead "$(W a)" -- true
+	[ "$status" -eq 75 ]
+	run --separate-stderr wsl reclaim --yes "$(W a)"
+	jq_ok '.action == "reclaimed" and (.reclaimed | length) == 0'
+	run --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/owner.json" "$(W a)"
+	[ "$status" -eq 69 ]
+	assert_json_error WSLOCK_LIVENESS_UNKNOWN
+	[ "$before" = "$(ectl get "$key" -w json | jq -c '.kvs[0] | [.value, .mod_revision]')" ] ||
+		fail "the lock changed"
+	run ectl get --prefix /wslock/journal/ --print-value-only
+	! grep -qF "$(json_get .token "$doc")" <<<"$output"
 }
 
 @test "etcd: a run of another host is live through its lease" {
@@ -350,9 +480,10 @@ shape() {
 	local round d s1 s2 p1 p2
 	for round in 1 2 3; do
 		start_sleeper
-		acquire_as "$SLEEPER_PID" "$(W a)"
+		acquire_as "$SLEEPER_PID" "$(W a)" --lease-ttl 2
 		kill -KILL "$SLEEPER_PID"
 		wait_exit "$SLEEPER_PID" 10
+		wait_for "wsl inspect '$(W a)' | jq -e '.liveness == \"dead\"' >/dev/null" 20
 		d=$BATS_TEST_TMPDIR/r$round
 		mkdir -p "$d"
 		printf '%s\n' "$OWNER" >"$d/owner.json"

@@ -143,6 +143,19 @@ have_opt() {
 	valid owner "$(cat "$(lock_dir_of "$(ws b)")/owner.json")"
 }
 
+@test "schema: acquire's output: the owner document, or on etcd the owner document and its fence" {
+	local doc bad
+	doc=$(wsl acquire --pid $$ "$(ws a)")
+	valid acquire "$doc"
+	# the etcd backend's form (tests/etcd.bats prints it for real)
+	valid acquire "$(jq -c '.fence = 17' <<<"$doc")"
+	invalid owner "$(jq -c '.fence = 17' <<<"$doc")"
+	for bad in '.fence = 0' '.fence = "17"' '.fence = 17 | .extra = 1' '.fence = 17 | del(.token)' \
+		'.fence = 17 | .pid = "x"' '.fence = 17 | .schema_version = 1'; do
+		invalid acquire "$(jq -c "$bad" <<<"$doc")"
+	done
+}
+
 @test "schema: the owner schema is exact: missing or extra keys and bad values are rejected" {
 	local doc bad
 	doc=$(wsl acquire --pid $$ "$(ws a)")
@@ -444,7 +457,7 @@ $(grep -A6 '^not ok' <<<"$output" | head -60)"
 	[ "$status" -eq 0 ] || fail "$output"
 	# Each kind of document was seen, and in numbers.
 	local name n
-	for name in owner inspect error release recover reclaim; do
+	for name in acquire owner inspect error release recover reclaim; do
 		n=$(awk -v s="$name.schema.json" '$1 == s { print $2 }' <<<"$output")
 		[ "${n:-0}" -ge 3 ] || fail "only ${n:-0} documents for $name.schema.json: $output"
 	done

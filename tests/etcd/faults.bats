@@ -275,10 +275,12 @@ no_violations() {
 	local owner f1 f2 rev
 	# a lock left by a dead holder on this host (same hostname: provably dead)
 	start_sleeper
-	run --separate-stderr wsl acquire --etcd-endpoints "$PA" --pid "$SLEEPER_PID" "$WS"
+	run --separate-stderr wsl acquire --etcd-endpoints "$PA" --lease-ttl $TTL --pid "$SLEEPER_PID" "$WS"
 	[ "$status" -eq 0 ]
 	kill -KILL "$SLEEPER_PID"
 	wait_exit "$SLEEPER_PID" 10
+	# its keeper stops renewing: dead once the lease (TTL + lock-delay) ends
+	wait_for "dead_from hostA '$PA'" 20
 	owner=$BATS_TEST_TMPDIR/owner.json
 	wsl inspect --etcd-endpoints "$PA" --owner "$WS" >"$owner"
 	f1=$(ectl get "${WSLOCK_ETCD_PREFIX}lock$WS" -w json | grep -o '"create_revision":[0-9]*' | cut -d: -f2)
@@ -394,3 +396,4 @@ contend_until() {
 	"$PROXY" resume "$BATS_TEST_TMPDIR" A
 	no_violations
 }
+

@@ -76,7 +76,7 @@ def schema_for(args, doc):
         return None  # stdout belongs to the command
     if sub == "inspect" and "--owner" in opts:
         return "owner.schema.json" if doc is not None else None
-    return {"acquire": "owner.schema.json", "release": "release.schema.json",
+    return {"acquire": "acquire.schema.json", "release": "release.schema.json",
             "inspect": "inspect.schema.json", "recover": "recover.schema.json",
             "reclaim": "reclaim.schema.json"}.get(sub)
 

@@ -20,7 +20,7 @@ _wslock_opts()
 		o='-w --timeout -n --nonblock -E --conflict-exit-code --pid
 		   --operation-id --purpose --reclaim-dead' ;;
 	release)
-		o='--token -w --timeout -n --nonblock' ;;
+		o='--token -w --timeout -n --nonblock --retain --reason' ;;
 	run)
 		o='-w --timeout -n --nonblock -E --conflict-exit-code
 		   --operation-id --purpose --print-owner --retain-on-failure

@@ -105,6 +105,8 @@ complete -c wslock -n '__wslock_using acquire' -l pid -x -a '(__fish_complete_pi
 
 # release.
 complete -c wslock -n '__wslock_using release' -l token -x -d 'The owner token from acquire'
+complete -c wslock -n '__wslock_using release' -l retain -d 'Keep the lock retained for recovery, with --reason'
+complete -c wslock -n '__wslock_using release' -l reason -x -d 'Why the lock is retained'
 
 # release, recover and reclaim: -w and -n bound the wait for the registry.
 set -l regwait '__wslock_using release recover reclaim'

@@ -152,31 +152,41 @@ static int supervise(struct registry *reg, const struct owner *o,
 	}
 }
 
-/* retained.json for a child that ended with wstatus. */
-static char *retained_doc(const struct owner *o, int wstatus)
+char *child_retained_doc(const char *token, const char *reason, int exit_status,
+			 int signo)
 {
-	char now[WSL_TIME_LEN + 1], reason[160];
+	char now[WSL_TIME_LEN + 1];
 	json_t *doc;
 	char *text;
 
 	platform_now_iso(now);
+	doc = json_object();
+	json_object_set_new(doc, "reason", json_string(reason));
+	json_object_set_new(doc, "exit_status", exit_status >= 0 ?
+			    json_integer(exit_status) : json_null());
+	json_object_set_new(doc, "signal", signo > 0 ? json_integer(signo) : json_null());
+	json_object_set_new(doc, "retained_at", json_string(now));
+	json_object_set_new(doc, "token", json_string(token));
+	text = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	return text;
+}
+
+/* retained.json for a child that ended with wstatus: the status or signal
+ * as the reason. */
+static char *retained_doc(const struct owner *o, int wstatus)
+{
+	char reason[160];
+
 	if (WIFSIGNALED(wstatus))
 		snprintf(reason, sizeof(reason), "command died of signal %d (%s)",
 			 WTERMSIG(wstatus), strsignal(WTERMSIG(wstatus)));
 	else
 		snprintf(reason, sizeof(reason), "command exited with status %d",
 			 WEXITSTATUS(wstatus));
-	doc = json_object();
-	json_object_set_new(doc, "reason", json_string(reason));
-	json_object_set_new(doc, "exit_status", WIFSIGNALED(wstatus) ? json_null() :
-			    json_integer(WEXITSTATUS(wstatus)));
-	json_object_set_new(doc, "signal", WIFSIGNALED(wstatus) ?
-			    json_integer(WTERMSIG(wstatus)) : json_null());
-	json_object_set_new(doc, "retained_at", json_string(now));
-	json_object_set_new(doc, "token", json_string(o->token));
-	text = json_dumps(doc, JSON_COMPACT);
-	json_decref(doc);
-	return text;
+	return child_retained_doc(o->token, reason,
+				  WIFSIGNALED(wstatus) ? -1 : WEXITSTATUS(wstatus),
+				  WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0);
 }
 
 /*

@@ -20,6 +20,17 @@
 int child_block_signals(sigset_t *orig, struct wsl_error *err);
 
 /*
+ * retained.json (doc/schema/retained.schema.json) for the owner with
+ * token, retained now for reason (a NUL-terminated text): exit_status
+ * (0..255; -1: null) and signo (the signal that ended the command; 0:
+ * null). The one writer of that document, for run and recover
+ * --retain-on-failure, reclaim's failed cleanup and release --retain.
+ * Returns a malloc'ed NUL-terminated text, or NULL out of memory.
+ */
+char *child_retained_doc(const char *token, const char *reason, int exit_status,
+			 int signo);
+
+/*
  * Runs ch->cmd as a child while o's lock is held (live_fd is the holder's
  * live file: the child inherits it, the one descriptor it gets from us),
  * with WSLOCK_WORKSPACE, WSLOCK_TOKEN and WSLOCK_OWNER set; SIGTERM, SIGHUP,

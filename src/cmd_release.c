@@ -2,6 +2,7 @@
  * by acquire, only when T is its owner's token, never one whose live
  * kernel lock is held (a running `wslock run`), and not while runs nested
  * under it still run. */
+#include "child.h"
 #include "cli.h"
 #include "hold.h"
 #include "keeper_pid.h"
@@ -11,6 +12,7 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <time.h>
@@ -24,11 +26,17 @@ static const struct cli_option release_options[] = {
 	  "give up after SECONDS waiting for nested runs (WSLOCK_TIMEOUT) or the registry (WSLOCK_REGISTRY_BUSY)" },
 	{ "nonblock", 'n', no_argument, NULL,
 	  "fail at once (WSLOCK_BUSY) while runs nested under the lock still run" },
+	{ "retain", OPT_RETAIN, no_argument, NULL,
+	  "keep the lock, retained for recovery, instead of releasing it (needs --reason)" },
+	{ "reason", OPT_REASON, required_argument, "TEXT",
+	  "why the lock is retained (with --retain), recorded in its retained.json" },
 	CLI_OPT_END
 };
 
 struct release_args {
 	const char *token;
+	bool retain;
+	const char *reason;
 	struct hold_wait wait;
 };
 
@@ -39,6 +47,12 @@ static int release_option(int id, const char *arg, void *ctx, struct wsl_error *
 
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;
+	if (id == OPT_RETAIN) {
+		a->retain = true;
+		return 0;
+	}
+	if (id == OPT_REASON)
+		return cli_opt_reason(arg, &a->reason, err);
 	if (id != OPT_TOKEN)
 		return wsl_error_set(err, WSL_USAGE, "unexpected option");
 	if (strlen(arg) != WSL_TOKEN_HEX)
@@ -57,18 +71,26 @@ static int release_option(int id, const char *arg, void *ctx, struct wsl_error *
  * live is taken at publish and only ever dropped, so a check before the
  * release cannot be outrun. */
 static int refuse_live(struct registry *reg, const char *ws, const char *token,
-		       struct wsl_error *err)
+		       bool retain, struct owner *seen, struct wsl_error *err)
 {
 	struct lock_entry e;
 	int rc = 0;
 
 	if (registry_get(reg, ws, true, &e, err) != 0)
 		return -1;
-	if (e.has_owner && e.live_held && strcmp(e.owner.token, token) == 0) {
+	/* The owner that a retain under the coordination lock will find
+	 * again by its token (never edited while held). */
+	if (e.has_owner && strcmp(e.owner.token, token) == 0)
+		*seen = e.owner;
+	if (retain && e.state == LOCK_FREE)
+		rc = wsl_error_set(err, WSL_NOT_HELD, "%s is not locked; nothing retained", ws);
+	else if (e.has_owner && e.live_held && strcmp(e.owner.token, token) == 0) {
 		lockrules_error_holder(err, &e);
 		rc = wsl_error_set(err, WSL_OWNER_LIVE,
-				   "%s is held by a running wslock run (pid %ld) or its command (%s); it releases itself when the command ends; nothing released",
-				   ws, (long)e.owner.pid, e.reason);
+				   "%s is held by a running wslock run (pid %ld) or its command (%s); it %s itself when the command ends; nothing %s",
+				   ws, (long)e.owner.pid, e.reason,
+				   retain ? "releases or retains" : "releases",
+				   retain ? "retained" : "released");
 	}
 	lock_entry_free(&e);
 	return rc;
@@ -111,17 +133,31 @@ static int wait_nested(struct cli *c, struct registry *reg, const char *ws,
 	}
 }
 
+/* release --retain: marks the lock of ws retained for recovery, as a
+ * failed `run --retain-on-failure` does, with --reason in its
+ * retained.json (a copy in *doc: free it). */
+static int retain(struct registry *reg, const char *ws, const struct release_args *a,
+		  char **doc, struct wsl_error *err)
+{
+	*doc = child_retained_doc(a->token, a->reason, -1, 0);
+	if (*doc == NULL)
+		return wsl_error_set(err, WSL_INTERNAL, "cannot format retained.json");
+	return registry_retain(reg, ws, a->token, *doc, err);
+}
+
 static int release_main(struct cli *c, int argc, char **argv)
 {
-	struct release_args a = { NULL, { false, -1, -1, -1, false, false } };
+	struct release_args a = { NULL, false, NULL, { false, -1, -1, -1, false, false } };
 	char ws[PATH_MAX];
 	struct wsl_error err = { 0 };
 	struct registry reg;
 	struct owner o;
 	int first, status = 0, nfd = -1;
+	char *retained = NULL;
 	json_t *out;
 
 	c->json_errors = true;
+	memset(&o, 0, sizeof(o));
 	first = cli_parse(c, &cmd_release, argc, argv, release_option, &a, &status);
 	if (first < 0)
 		return status;
@@ -130,6 +166,9 @@ static int release_main(struct cli *c, int argc, char **argv)
 				 "release takes one WORKSPACE");
 	if (a.token == NULL)
 		return output_usage(c, "release needs --token TOKEN");
+	if (a.retain != (a.reason != NULL))
+		return output_usage(c, a.retain ? "--retain needs --reason TEXT" :
+				    "--reason goes with --retain");
 	/* A workspace deleted while locked can still be released by path. */
 	ws[0] = '\0';
 	if (registry_open_for(&reg, &c->reg_cfg, argv[first], true, true, ws, &err) != 0)
@@ -137,9 +176,11 @@ static int release_main(struct cli *c, int argc, char **argv)
 	hold_registry_bound(&reg, &a.wait);
 	/* Through another path to the same directory: its lock's path. */
 	if (registry_locate(&reg, ws, ws, &err) != 0 ||
-	    refuse_live(&reg, ws, a.token, &err) != 0 ||
+	    refuse_live(&reg, ws, a.token, a.retain, &o, &err) != 0 ||
 	    wait_nested(c, &reg, ws, &a, &nfd, &err) != 0 ||
-	    registry_release(&reg, ws, a.token, &o, &err) != 0) {
+	    (a.retain ? retain(&reg, ws, &a, &retained, &err) :
+	     registry_release(&reg, ws, a.token, &o, &err)) != 0) {
+		free(retained);
 		fsx_close(nfd);
 		wsl_error_detail(&err.workspace_root, ws[0] == '/' ? ws : NULL);
 		registry_close(&reg);
@@ -155,16 +196,22 @@ static int release_main(struct cli *c, int argc, char **argv)
 		keeper_pid_poke(a.token, POKE_WAIT_MS);
 	registry_close(&reg);
 	if (c->verbose)
-		output_notice("released %s", ws);
+		output_notice("%s %s", a.retain ? "retained for recovery:" : "released", ws);
 	out = json_object();
-	json_object_set_new(out, "action", json_string("released"));
+	json_object_set_new(out, "action", json_string(a.retain ? "retained" : "released"));
 	json_object_set_new(out, "workspace_root", json_string(ws));
 	json_object_set_new(out, "owner", owner_to_json(&o));
+	if (retained != NULL) {
+		json_t *r = json_loads(retained, 0, NULL);
+		json_object_set_new(out, "retained", r != NULL ? r : json_null());
+		free(retained);
+	}
 	return output_json(c, out);
 }
 
 const struct cli_command cmd_release = {
-	"release", release_main, "[-w SECONDS | -n] --token TOKEN WORKSPACE",
+	"release", release_main,
+	"[-w SECONDS | -n] --token TOKEN [--retain --reason TEXT] WORKSPACE",
 	"Release the lock on WORKSPACE taken by 'wslock acquire', if TOKEN is its owner's.",
 	release_options,
 	"A lock held by another owner (taken over by recover) is never touched:\n"
@@ -172,5 +219,8 @@ const struct cli_command cmd_release = {
 	"'wslock run' (its kernel lock on live is held) is never released by token:\n"
 	"WSLOCK_OWNER_LIVE (75); it releases itself when its command ends. While\n"
 	"runs nested under the lock still run, release waits for them (-n: fails\n"
-	"with WSLOCK_BUSY).\n",
+	"with WSLOCK_BUSY). With --retain the lock stays, its owner document\n"
+	"untouched, retained for recovery with the reason (as a failed\n"
+	"'run --retain-on-failure' leaves it): the next job gets WSLOCK_RECOVERY_REQUIRED\n"
+	"(69) until 'wslock recover' with the exact owner clears it.\n",
 };

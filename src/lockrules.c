@@ -168,7 +168,7 @@ int lockrules_conflict_final(const char *ws, const struct lock_entry *e,
 	if (e->state == LOCK_RETAINED) {
 		lockrules_error_holder(err, e);
 		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
-				     "%s retained for recovery after a failed run of %s; inspect it, then 'wslock recover'",
+				     "%s retained for recovery (a failed command, or release --retain) by %s; 'wslock inspect' says why, then 'wslock recover'",
 				     subject, who);
 	}
 	if (e->liveness == LIVENESS_DEAD) {
@@ -235,6 +235,12 @@ int lockrules_check_retain(const char *workspace, const char *token,
 		lockrules_error_holder(err, e);
 		return wsl_error_set(err, WSL_OWNERSHIP_LOST,
 				     "%s is now held by another owner; nothing retained", workspace);
+	}
+	if (e->state == LOCK_RETAINED) {
+		lockrules_error_holder(err, e);
+		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
+				     "%s is already retained for recovery; only 'wslock recover' with its exact owner clears it",
+				     workspace);
 	}
 	return 0;
 }

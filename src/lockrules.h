@@ -136,7 +136,8 @@ int lockrules_check_release(const char *workspace, const char *token,
 			    const struct lock_entry *e, struct wsl_error *err);
 
 /* 0 when e is token's own lock and may be retained; else
- * WSL_OWNERSHIP_LOST (the holder in err's details when there is one). */
+ * WSL_OWNERSHIP_LOST (the holder in err's details when there is one), or
+ * WSL_RECOVERY_REQUIRED when it is retained already. */
 int lockrules_check_retain(const char *workspace, const char *token,
 			   const struct lock_entry *e, struct wsl_error *err);
 

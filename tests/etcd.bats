@@ -632,3 +632,27 @@ a_document() {
 	run wsl inspect "$(W a)"
 	jq_ok '.state == "free"'
 }
+
+@test "etcd: release --retain --reason keeps an acquired lock retained with the reason until an exact recover" {
+	mkws a
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	run -0 --separate-stderr wsl release --token "$(json_get .token "$OWNER")" \
+		--retain --reason "migration stopped" "$(W a)"
+	jq_ok ".action == \"retained\" and .owner == $OWNER and .retained.reason == \"migration stopped\""
+	inspect_json "$(W a)"
+	jq_ok '.state == "retained" and .retained.reason == "migration stopped" and .retained.exit_status == null' "$INSPECT"
+	run -0 --separate-stderr wsl inspect --format text "$(W a)"
+	[[ $output == *"retained: migration stopped, at "* ]] || fail "text view: $output"
+	run -69 --separate-stderr wsl run -n "$(W a)" -- true
+	assert_run_error WSLOCK_RECOVERY_REQUIRED
+	run -69 --separate-stderr wsl release --token "$(json_get .token "$OWNER")" --retain --reason again "$(W a)"
+	assert_json_error WSLOCK_RECOVERY_REQUIRED
+	kill -KILL "$SLEEPER_PID"
+	wait_exit "$SLEEPER_PID" 10
+	printf '%s' "$OWNER" >"$BATS_TEST_TMPDIR/owner.json"
+	run -0 --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/owner.json" "$(W a)"
+	jq_ok '.action == "recovered"'
+	inspect_json "$(W a)"
+	jq_ok '.state == "free"' "$INSPECT"
+}

@@ -170,3 +170,66 @@ assert_retained() {
 	inspect_json "$(W a)"
 	jq_ok '.state == "free"' "$INSPECT"
 }
+
+@test "release --retain --reason: an acquire holder leaves its lock retained with the reason; the next job gets 69; an exact recover clears it" {
+	mkws a
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	local owner_sum
+	owner_sum=$(b2sum <"$(lock_dir_of "$(W a)")/owner.json")
+	run -0 --separate-stderr wsl release --token "$(json_get .token "$OWNER")" \
+		--retain --reason "deploy stopped half way" "$(W a)"
+	jq_ok ".action == \"retained\" and .workspace_root == \"$(canon "$(W a)")\" and .owner == $OWNER"
+	jq_ok '.retained.reason == "deploy stopped half way" and .retained.exit_status == null and .retained.signal == null'
+	[ "$(b2sum <"$(lock_dir_of "$(W a)")/owner.json")" = "$owner_sum" ] || fail "owner.json changed"
+	assert_retained "$(W a)" null null
+	jq_ok ".retained.reason == \"deploy stopped half way\" and .retained.token == $(jq .token <<<"$OWNER")" "$INSPECT"
+	run -0 --separate-stderr wsl inspect --format text "$(W a)"
+	[[ $output == *"retained: deploy stopped half way, at "* ]] || fail "text view: $output"
+	local before
+	before=$(registry_snapshot)
+	run -69 --separate-stderr wsl run -n "$(W a)" -- echo RAN
+	assert_run_error WSLOCK_RECOVERY_REQUIRED
+	run -69 --separate-stderr wsl acquire -n --reclaim-dead --pid $$ "$(W a)"
+	assert_json_error WSLOCK_RECOVERY_REQUIRED
+	run -69 --separate-stderr wsl release --token "$(json_get .token "$OWNER")" "$(W a)"
+	assert_json_error WSLOCK_RECOVERY_REQUIRED
+	run -69 --separate-stderr wsl release --token "$(json_get .token "$OWNER")" --retain --reason again "$(W a)"
+	assert_json_error WSLOCK_RECOVERY_REQUIRED
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+	kill -KILL "$SLEEPER_PID"
+	wait_exit "$SLEEPER_PID" 10
+	printf '%s' "$OWNER" >"$BATS_TEST_TMPDIR/owner.json"
+	run -0 --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/owner.json" "$(W a)"
+	jq_ok '.action == "recovered"'
+	inspect_json "$(W a)"
+	jq_ok '.state == "free"' "$INSPECT"
+}
+
+@test "release --retain: --reason needed and only with it; another token, a free workspace and a running run are refused, nothing changed" {
+	mkws a b c
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	local tok before
+	tok=$(json_get .token "$OWNER")
+	before=$(registry_snapshot)
+	run -64 --separate-stderr wsl release --token "$tok" --retain "$(W a)"
+	assert_usage_error
+	run -64 --separate-stderr wsl release --token "$tok" --reason why "$(W a)"
+	assert_usage_error
+	run -78 --separate-stderr wsl release --token 0123456789abcdef0123456789abcdef --retain --reason why "$(W a)"
+	assert_json_error WSLOCK_OWNERSHIP_LOST
+	run -66 --separate-stderr wsl release --token "$tok" --retain --reason why "$(W b)"
+	assert_json_error WSLOCK_NOT_HELD
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+	hold "$(W c)"
+	before=$(registry_snapshot)
+	run -75 --separate-stderr wsl release --token "$(jq -r .token "$(lock_dir_of "$(W c)")/owner.json")" \
+		--retain --reason why "$(W c)"
+	assert_json_error WSLOCK_OWNER_LIVE
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+	unhold
+	[ "$WAIT_STATUS" -eq 0 ] || fail "the run failed: $WAIT_STATUS"
+	inspect_json "$(W c)"
+	jq_ok '.state == "free"' "$INSPECT"
+}

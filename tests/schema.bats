@@ -325,6 +325,17 @@ have_opt() {
 	[ "$(jq -r .owner.token <<<"$output")" = "$tok" ]
 }
 
+@test "schema: release --retain output and its retained.json" {
+	local a tok
+	a=$(ws a)
+	tok=$(wsl acquire --pid $$ "$a" | jq -r .token)
+	run -0 --separate-stderr wsl release --token "$tok" --retain --reason "kept on purpose" "$a"
+	valid release
+	[ "$(jq -r .action <<<"$output")" = retained ]
+	valid retained "$(cat "$WSLOCK_DIR/locks/$(lock_key_of "$a")/retained.json")"
+	valid inspect "$(wsl inspect "$a")"
+}
+
 @test "schema: recover output and its journal line" {
 	have_cmd recover || skip "wslock recover is not in this binary yet"
 	local b prior

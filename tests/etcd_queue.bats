@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # Waiting on etcd (DESIGN §5b): FIFO through queue keys, each bound to its
-# waiter's own lease and renewed while it waits; and the holder's watch on
-# its own keys. A real etcd on loopback (one member for the file); skipped
+# waiter's own lease and renewed while it waits; the holder's watch on
+# its own keys; and the requests of an uncontended run. A real etcd on loopback (one member for the file); skipped
 # without etcd and etcdctl.
 #
 # Arrival order is made known by starting a waiter only once the queue key
@@ -193,4 +193,20 @@ order() { tr '\n' ' ' <"$BATS_TEST_TMPDIR/order"; }
 	[ "$WAIT_STATUS" -eq 78 ]
 	[ -e "$HOLD_DIR/TERMED" ]
 	grep -q WSLOCK_OWNERSHIP_LOST "$HOLD_DIR/err"
+}
+
+@test "etcd requests: an uncontended run sends five, however deep its workspace" {
+	command -v strace >/dev/null || skip "strace is not installed (apt-get install strace)"
+	mkws a/b/c/d/e
+	local t=$BATS_TEST_TMPDIR/trace ws n
+	for ws in "$(W a)" "$(W a/b/c/d/e)"; do
+		# nesting check (one read of the workspace and its ancestors),
+		# lease grant, acquire txn, release txn, lease revoke
+		run strace -f -e trace=sendto -s 32 -o "$t" "$WSLOCK" run "$ws" -- true
+		[ "$status" -eq 0 ]
+		# (a watch of the lock, should the command outlast 200 ms on a
+		# loaded machine, is not counted)
+		n=$(awk '/POST \/v3\// && !/POST \/v3\/watch/ { n++ } END { print n + 0 }' "$t")
+		[ "$n" -eq 5 ] || fail "$n requests for $ws: $(grep -o 'POST /v3/[a-z/]*' "$t" | tr '\n' ' ')"
+	done
 }

@@ -355,6 +355,10 @@ int etcd_try_acquire(struct registry *reg, const struct owner *o,
 				rc = ACQUIRE_CONFLICT;
 				goto out;
 			}
+			/* No overlapping waiter (it left, or the whole-queue
+			 * compare of a deep workspace met an unrelated one):
+			 * the lock's compares alone decide. */
+			t.n_compare = (size_t)nc;
 		}
 	}
 	if (attempt == 20) {

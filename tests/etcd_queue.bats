@@ -210,3 +210,18 @@ order() { tr '\n' ' ' <"$BATS_TEST_TMPDIR/order"; }
 		[ "$n" -eq 5 ] || fail "$n requests for $ws: $(grep -o 'POST /v3/[a-z/]*' "$t" | tr '\n' ' ')"
 	done
 }
+
+@test "etcd queue: a workspace too deep for the exact queue compares is not held up by an unrelated waiter" {
+	mkws x
+	local deep
+	# deeper than 63 levels: the acquire compares the whole queue
+	deep=$(W d)/$(seq -s / 1 64)
+	mkdir -p "$deep"
+	hold --lease-ttl 5 "$(W x)"
+	waiter w1 "$(W x)"
+	run --separate-stderr wsl run -n "$deep" -- true
+	[ "$status" -eq 0 ] || fail "$stderr"
+	unhold
+	wait_exit "$PID_w1" 30
+	[ "$WAIT_STATUS" -eq 0 ]
+}

@@ -913,6 +913,43 @@ static void test_wait(struct etcd_client *c, const char *endpoints)
 	}
 }
 
+/* Several keys on one stream, with progress notifications asked for: a
+ * change to either one counts, a change elsewhere does not. */
+static void test_wait_changes(struct etcd_client *c)
+{
+	struct wsl_error err = { 0 };
+	struct etcd_kv *kvs;
+	char a[160], b[160], other[160];
+	size_t al, bl, ol, n;
+	long long rev = 0;
+	int rc;
+
+	al = key(a, sizeof(a), "waits/a");
+	bl = key(b, sizeof(b), "waits/b");
+	ol = key(other, sizeof(other), "waits/other");
+	put(c, a, al, "v", 1, 0, &err);
+	etcd_range(c, a, al, NULL, 0, 0, &kvs, &n, &rev, &err);
+	etcd_kvs_free(kvs, n);
+	{
+		struct etcd_watch_range r[2] = { { a, al, NULL, 0 }, { b, bl, NULL, 0 } };
+
+		put(c, other, ol, "v", 1, 0, &err);
+		rc = etcd_wait_changes(c, r, 2, rev, 300, true, &err);
+		ok(rc == 0, &err, "wait_changes ignores changes to other keys");
+		put(c, b, bl, "v", 1, 0, &err);
+		rc = etcd_wait_changes(c, r, 2, rev, 2000, true, &err);
+		ok(rc == 1, &err, "wait_changes sees a put of its second key");
+		etcd_range(c, b, bl, NULL, 0, 0, &kvs, &n, &rev, &err);
+		etcd_kvs_free(kvs, n);
+		put(c, a, al, "w", 1, 0, &err);
+		rc = etcd_wait_changes(c, r, 2, rev, 2000, true, &err);
+		ok(rc == 1, &err, "wait_changes sees a put of its first key");
+		rc = etcd_wait_changes(c, r, 0, rev, 2000, true, &err);
+		ok(rc == -1 && err.code == WSL_INTERNAL, &err, "wait_changes of no key is refused");
+		wsl_error_clear(&err);
+	}
+}
+
 /* Compacts the store to its current revision with etcdctl; then a watch
  * from an older revision is canceled, which wait_change reports as a
  * change. */
@@ -1057,6 +1094,7 @@ int main(void)
 		test_txn(c);
 		test_lease(c);
 		test_wait(c, endpoints);
+		test_wait_changes(c);
 		test_failover(etcd_endpoint(c));
 		test_fake(etcd_endpoint(c));
 		test_compacted(c, endpoints);

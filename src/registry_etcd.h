@@ -175,8 +175,10 @@ int queue_compares(const struct etcd_state *s, const char *ws,
  * o's queue key again when its lease was lost. */
 int queue_ahead(struct etcd_state *s, const struct owner *o, struct lock_entry *ahead,
 		struct wsl_error *err);
-/* etcd_wait watches the lock key of workspace (a holder in the way). */
-void queue_watch_lock(struct etcd_state *s, const char *workspace);
+/* etcd_wait watches the lock key of workspace (a holder in the way) for
+ * changes after rev: a revision at which the holder was there (the reads
+ * that named it may be later than its release). */
+void queue_watch_lock(struct etcd_state *s, const char *workspace, long long rev);
 /* The queue key is gone (deleted with the acquire): not queued any more. */
 void queue_left(struct etcd_state *s);
 /* registry_ops.wait_prepare (puts the queue key of the acquire in

@@ -267,7 +267,7 @@ int queue_ahead(struct etcd_state *s, const struct owner *o, struct lock_entry *
 			     "the queue key of %s kept vanishing (its lease could not be renewed)", ws);
 }
 
-void queue_watch_lock(struct etcd_state *s, const char *workspace)
+void queue_watch_lock(struct etcd_state *s, const char *workspace, long long rev)
 {
 	struct wsl_error ignore = { 0 };
 
@@ -275,7 +275,7 @@ void queue_watch_lock(struct etcd_state *s, const char *workspace)
 		s->wait_key.len = 0;
 		wsl_error_clear(&ignore);
 	}
-	s->wait_rev = s->last_rev;
+	s->wait_rev = rev;
 }
 
 void queue_left(struct etcd_state *s)

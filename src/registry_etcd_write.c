@@ -305,6 +305,7 @@ int etcd_try_acquire(struct registry *reg, const struct owner *o,
 	for (attempt = 0; attempt < 20; attempt++) {
 		struct etcd_txn_result res;
 		struct kv_meta m;
+		long long seen;
 		bool ok, mine;
 
 		if (etcd_txn(s->c, &t, &ok, &res, err) != 0) {
@@ -331,6 +332,7 @@ int etcd_try_acquire(struct registry *reg, const struct owner *o,
 			etcd_txn_result_free(&res);
 			break;
 		}
+		seen = res.revision;	/* a conflict was there */
 		etcd_txn_result_free(&res);
 		if (find_conflict(reg, o, value, value_len, conflict, &m, &mine, err) != 0) {
 			lock_entry_free(conflict);
@@ -341,7 +343,7 @@ int etcd_try_acquire(struct registry *reg, const struct owner *o,
 			break;
 		}
 		if (conflict->state != LOCK_FREE) {
-			queue_watch_lock(s, conflict->workspace_root);
+			queue_watch_lock(s, conflict->workspace_root, seen);
 			rc = ACQUIRE_CONFLICT;
 			goto out;
 		}

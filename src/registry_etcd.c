@@ -312,7 +312,10 @@ static int etcd_keepalive(struct registry *reg, const struct owner *o,
 		s->lease_sent_ms = sent;
 		if (reg->keep_deadline_ms > 0)
 			etcd_set_deadline(s->c, reg->keep_deadline_ms);
-		rc = check_own(s, o, err);
+		/* Just acquired: the acquire's own transaction was the
+		 * check, a read now would be a redundant request. */
+		rc = s->lease_fresh ? 0 : check_own(s, o, err);
+		s->lease_fresh = false;
 		etcd_set_deadline(s->c, 0);
 		if (rc != 0) {
 			if (reg->lease_for_pid) {

@@ -42,6 +42,8 @@ struct etcd_state {
 	long long lease_sent_ms;	/* CLOCK_MONOTONIC send time of its
 					 * last successful grant or renewal */
 	bool lease_used;		/* a lock's live key is bound to it */
+	bool lease_fresh;		/* bound by the last acquire or take-over,
+					 * not renewed since: no check needed */
 	pid_t pid;			/* the process that opened c: a keeper
 					 * (a forked child) opens its own */
 	char endpoints[ETCD_MAX_ENDPOINTS * 1100];
@@ -62,6 +64,8 @@ struct etcd_state {
 	long long queue_lease;
 	struct key queue_key;
 	struct key wait_key;		/* what etcd_wait watches ("": all locks) */
+	bool wait_head;			/* it is the holder's lock key: no
+					 * waiter was ahead when it was read */
 	long long wait_rev;		/* from this revision on */
 	bool lease_for_pid;		/* the lease is an acquire's: its keeper
 					 * watches the holder pid (registry.h) */
@@ -175,6 +179,12 @@ int queue_compares(const struct etcd_state *s, const char *ws,
  * o's queue key again when its lease was lost. */
 int queue_ahead(struct etcd_state *s, const struct owner *o, struct lock_entry *ahead,
 		struct wsl_error *err);
+/* The put of o's queue key on s->lease into *op (*value: its bytes, to
+ * free), for a transaction that joins the queue; queue_joined once it
+ * was applied. */
+int queue_put_op(struct etcd_state *s, const struct owner *o, struct etcd_op *op,
+		 char **value, struct wsl_error *err);
+void queue_joined(struct etcd_state *s);
 /* etcd_wait watches the lock key of workspace (a holder in the way) for
  * changes after rev: a revision at which the holder was there (the reads
  * that named it may be later than its release). */

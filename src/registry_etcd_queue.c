@@ -134,33 +134,49 @@ int queue_compares(const struct etcd_state *s, const char *ws,
 	return 0;
 }
 
+int queue_put_op(struct etcd_state *s, const struct owner *o, struct etcd_op *op,
+		 char **value, struct wsl_error *err)
+{
+	char tail[SEP_LEN + LEASE_HEX + 1];
+	size_t len = 0;
+
+	*value = NULL;
+	snprintf(tail, sizeof(tail), SEP "%016llx", (unsigned long long)s->lease);
+	if (queue_key(s, o->workspace_root, tail, &s->queue_key, err) != 0)
+		return -1;
+	*value = owner_bytes(o, &len);
+	if (*value == NULL)
+		return wsl_error_set(err, WSL_INTERNAL, "cannot format the owner document");
+	memset(op, 0, sizeof(*op));
+	op->type = ETCD_OP_PUT;
+	op->key = s->queue_key.b;
+	op->key_len = s->queue_key.len;
+	op->value = *value;
+	op->value_len = len;
+	op->lease = s->lease;
+	return 0;
+}
+
+void queue_joined(struct etcd_state *s)
+{
+	s->queued = true;
+	s->queue_lease = s->lease;
+	s->wait_head = false;
+}
+
 /* Puts o's queue key on s's lease (granted or renewed first); its create
  * revision is the txn's. */
 static int queue_join(struct etcd_state *s, const struct owner *o, struct wsl_error *err)
 {
-	char tail[SEP_LEN + LEASE_HEX + 1];
-	struct etcd_op op = { 0 };
+	struct etcd_op op;
 	struct etcd_txn t = { 0 };
 	struct etcd_txn_result res;
-	size_t len = 0;
 	char *value;
 	bool ok;
 	int rc;
 
-	if (lease_ready(s, err) != 0)
+	if (lease_ready(s, err) != 0 || queue_put_op(s, o, &op, &value, err) != 0)
 		return -1;
-	snprintf(tail, sizeof(tail), SEP "%016llx", (unsigned long long)s->lease);
-	if (queue_key(s, o->workspace_root, tail, &s->queue_key, err) != 0)
-		return -1;
-	value = owner_bytes(o, &len);
-	if (value == NULL)
-		return wsl_error_set(err, WSL_INTERNAL, "cannot format the owner document");
-	op.type = ETCD_OP_PUT;
-	op.key = s->queue_key.b;
-	op.key_len = s->queue_key.len;
-	op.value = value;
-	op.value_len = len;
-	op.lease = s->lease;
 	t.success = &op;
 	t.n_success = 1;
 	/* A put of the same key and value twice is harmless: resent as a read. */
@@ -173,8 +189,7 @@ static int queue_join(struct etcd_state *s, const struct owner *o, struct wsl_er
 		note_rev(s, res.revision);
 		etcd_txn_result_free(&res);
 	}
-	s->queued = true;
-	s->queue_lease = s->lease;
+	queue_joined(s);
 	return 0;
 }
 
@@ -251,6 +266,7 @@ int queue_ahead(struct etcd_state *s, const struct owner *o, struct lock_entry *
 			bpath = path;
 			blen = plen;
 		}
+		s->wait_head = false;
 		if (best != NULL) {
 			memcpy(s->wait_key.b, best->key, best->key_len);
 			s->wait_key.len = best->key_len;
@@ -276,10 +292,12 @@ void queue_watch_lock(struct etcd_state *s, const char *workspace, long long rev
 		wsl_error_clear(&ignore);
 	}
 	s->wait_rev = rev;
+	s->wait_head = s->queued;
 }
 
 void queue_left(struct etcd_state *s)
 {
+	s->wait_head = false;
 	s->queued = false;
 	s->queue_lease = 0;
 	s->wait_key.len = 0;

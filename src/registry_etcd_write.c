@@ -57,6 +57,7 @@ static void lease_bind(struct registry *reg, const struct owner *o)
 	struct etcd_state *s = state(reg);
 
 	s->lease_used = true;
+	s->lease_fresh = true;
 	snprintf(s->lease_token, sizeof(s->lease_token), "%s", o->token);
 	snprintf(s->lease_ws, sizeof(s->lease_ws), "%s", o->workspace_root);
 }
@@ -160,30 +161,6 @@ static int find_conflict(struct registry *reg, const struct owner *o,
 	return 0;
 }
 
-/* The conflict of a waiter queued behind another: the holder in its way
- * when there is one (it names who holds the lock up), else the waiter
- * ahead. etcd_wait watches the waiter ahead either way. */
-static int ahead_conflict(struct registry *reg, const struct owner *o,
-			  const char *value, size_t value_len,
-			  struct lock_entry *ahead, struct lock_entry *conflict,
-			  struct wsl_error *err)
-{
-	struct kv_meta m;
-	bool mine;
-
-	if (find_conflict(reg, o, value, value_len, conflict, &m, &mine, err) != 0) {
-		lock_entry_free(ahead);
-		lock_entry_free(conflict);
-		return -1;
-	}
-	if (conflict->state == LOCK_FREE) {
-		*conflict = *ahead;
-		memset(ahead, 0, sizeof(*ahead));
-	}
-	lock_entry_free(ahead);
-	return ACQUIRE_CONFLICT;
-}
-
 /* The compares "no lock overlaps ws" into cmp[0..): ws itself, every
  * proper ancestor ("/" excluded: it is never a workspace), then
  * everything below it ([keys[nc]], dend); returns their number or -1. */
@@ -234,9 +211,9 @@ int etcd_try_acquire(struct registry *reg, const struct owner *o,
 	struct etcd_compare *cmp = NULL;
 	struct key *keys = NULL, *qkeys = NULL, self, ret, lease_k, live_k;
 	char dend[KEY_MAX];
-	struct etcd_op ops[5];
+	struct etcd_op ops[5], join;
 	struct etcd_txn t = { 0 };
-	char *value = NULL, *doc = NULL;
+	char *value = NULL, *doc = NULL, *join_value = NULL;
 	int attempt, nc, rc = -1;
 
 	memset(conflict, 0, sizeof(*conflict));
@@ -267,12 +244,42 @@ int etcd_try_acquire(struct registry *reg, const struct owner *o,
 
 		/* Our turn only when no overlapping waiter is ahead of us
 		 * (the design is atop registry_etcd_queue.c); renewing the
-		 * lease keeps our place. */
-		if (lease_ready(s, err) != 0 || queue_ahead(s, o, &ahead, err) != 0)
+		 * lease keeps our place. At the head (we waited for the
+		 * holder) none can be: a waiter ahead has a lower revision,
+		 * and none is put any more. */
+		memset(&ahead, 0, sizeof(ahead));
+		ahead.state = LOCK_FREE;
+		if (lease_ready(s, err) != 0 ||
+		    (!s->wait_head && queue_ahead(s, o, &ahead, err) != 0))
 			goto out;
 		if (ahead.state != LOCK_FREE) {
-			rc = ahead_conflict(reg, o, value, value_len, &ahead, conflict, err);
+			/* The waiter ahead is the conflict (live): a dead or
+			 * corrupt holder is judged at the head of the queue,
+			 * and reading it now would cost every waiter three
+			 * requests at every wake-up. */
+			*conflict = ahead;
+			rc = ACQUIRE_CONFLICT;
 			goto out;
+		}
+		if (!s->wait_head) {
+			/* The waiter ahead has just gone, most likely with the
+			 * lock: a read says so, where a transaction that fails
+			 * would cost etcd a write. */
+			long long seen = s->last_rev;
+			struct kv_meta m;
+			bool mine;
+
+			if (find_conflict(reg, o, value, value_len, conflict, &m, &mine, err) != 0) {
+				lock_entry_free(conflict);
+				goto out;
+			}
+			if (conflict->state != LOCK_FREE && !mine) {
+				queue_watch_lock(s, conflict->workspace_root, seen);
+				rc = ACQUIRE_CONFLICT;
+				goto out;
+			}
+			lock_entry_free(conflict);
+			conflict->state = LOCK_FREE;
 		}
 	} else if (queue_compares(s, ws, cmp + nc, qkeys, qkeys + qroom, &nq, err) != 0) {
 		goto out;
@@ -301,6 +308,15 @@ int etcd_try_acquire(struct registry *reg, const struct owner *o,
 	t.n_compare = (size_t)nc + nq;
 	t.success = ops;
 	t.n_success = s->queued ? 5 : 4;
+	/* A run that may wait joins the queue in the same transaction when
+	 * the compares fail: one write, not two. */
+	if (!s->queued && live_fd != NULL && s->lease != 0 &&
+	    (dl == NULL || dl->at_ms > platform_mono_ms())) {
+		if (queue_put_op(s, o, &join, &join_value, err) != 0)
+			goto out;
+		t.failure = &join;
+		t.n_failure = 1;
+	}
 
 	for (attempt = 0; attempt < 20; attempt++) {
 		struct etcd_txn_result res;
@@ -334,6 +350,18 @@ int etcd_try_acquire(struct registry *reg, const struct owner *o,
 		}
 		seen = res.revision;	/* a conflict was there */
 		etcd_txn_result_free(&res);
+		if (t.n_failure > 0) {
+			/* Queued now: wait as a waiter does (its compares,
+			 * its place in the queue). */
+			queue_joined(s);
+			free(doc);
+			free(value);
+			free(cmp);
+			free(keys);
+			free(qkeys);
+			free(join_value);
+			return etcd_try_acquire(reg, o, dl, live_fd, conflict, err);
+		}
 		if (find_conflict(reg, o, value, value_len, conflict, &m, &mine, err) != 0) {
 			lock_entry_free(conflict);
 			goto out;
@@ -384,6 +412,7 @@ out:
 	free(cmp);
 	free(keys);
 	free(qkeys);
+	free(join_value);
 	return rc;
 }
 

@@ -71,27 +71,6 @@ static int set_child_env(const struct registry *reg, const struct owner *o,
 	return rc;
 }
 
-/* In the forked child: the environment of the command, then exec. Only
- * async-signal-safe calls until exec, but for the messages of a failure. */
-static void exec_command(const struct child *ch, int live_fd, const struct spawn_fds *fds)
-{
-	int flags = live_fd >= 0 ? fcntl(live_fd, F_GETFD) : -1, i;
-
-	for (i = 0; i < fds->n; i++)
-		close(fds->fd[i]);
-	if (flags >= 0)
-		fcntl(live_fd, F_SETFD, flags & ~FD_CLOEXEC);
-	sigprocmask(SIG_SETMASK, ch->orig_mask, NULL);
-	if (ch->stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
-		_exit(126);
-	if (ch->cwd != NULL && chdir(ch->cwd) != 0) {
-		output_notice("cannot enter %s: %s [%s]", ch->cwd, strerror(errno),
-			wsl_code_name(WSL_OS));
-		_exit(126);
-	}
-	spawn_exec(ch->cmd);
-}
-
 /* Reads one signal from the signalfd and forwards SIGTERM, SIGHUP, SIGUSR1
  * and SIGUSR2 to the command, once; SIGCHLD only wakes the loop, SIGINT
  * and SIGQUIT reached the command from the terminal already. */
@@ -101,16 +80,8 @@ static void forward_signal(int sigfd, pid_t child)
 
 	if (read(sigfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
 		return;
-	switch (si.ssi_signo) {
-	case SIGTERM:
-	case SIGHUP:
-	case SIGUSR1:
-	case SIGUSR2:
+	if (spawn_forwards((int)si.ssi_signo))
 		kill(child, (int)si.ssi_signo);
-		break;
-	default:
-		break;
-	}
 }
 
 /*
@@ -136,7 +107,7 @@ static int supervise(struct registry *reg, const struct owner *o,
 	if (child < 0)
 		return wsl_error_errno(err, WSL_OS, errno, "cannot fork");
 	if (child == 0)
-		exec_command(ch, live_fd, &fds);
+		spawn_command(ch, live_fd, &fds);
 	for (;;) {
 		struct pollfd pfd = { ch->sigfd, POLLIN, 0 };
 

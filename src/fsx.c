@@ -217,6 +217,20 @@ int fsx_make_dir_checked(int dirfd, const char *name, const char *path,
 	return fd;
 }
 
+int fsx_open_failed(int e, const char *path, struct wsl_error *err)
+{
+	if (e == ELOOP)
+		wsl_error_set(err, WSL_UNSAFE_PATH,
+			      "%s is a symbolic link; refusing to follow it", path);
+	else if (e == ENXIO || e == ENODEV)
+		wsl_error_set(err, WSL_UNSAFE_PATH,
+			      "%s is a socket or device, not a regular file", path);
+	else
+		wsl_error_errno(err, WSL_IO, e, "cannot open %s", path);
+	errno = e;
+	return -1;
+}
+
 int fsx_read_file_checked(int dirfd, const char *name, const char *path,
 			  size_t cap, char **out, size_t *len,
 			  struct wsl_error *err)
@@ -231,19 +245,8 @@ int fsx_read_file_checked(int dirfd, const char *name, const char *path,
 	*len = 0;
 	/* O_NONBLOCK: a FIFO planted here must not hang the open. */
 	fd = fsx_openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
-	if (fd < 0) {
-		e = errno;
-		if (e == ELOOP)
-			wsl_error_set(err, WSL_UNSAFE_PATH,
-				      "%s is a symbolic link; refusing to follow it", path);
-		else if (e == ENXIO || e == ENODEV)
-			wsl_error_set(err, WSL_UNSAFE_PATH,
-				      "%s is a socket or device, not a regular file", path);
-		else
-			wsl_error_errno(err, WSL_IO, e, "cannot open %s", path);
-		errno = e;
-		return -1;
-	}
+	if (fd < 0)
+		return fsx_open_failed(errno, path, err);
 	if (fstat(fd, &st) != 0) {
 		e = errno;
 		wsl_error_errno(err, WSL_IO, e, "cannot stat %s", path);

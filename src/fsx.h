@@ -65,6 +65,14 @@ int fsx_open_dir_checked(int dirfd, const char *name, const char *path,
 			 bool create, struct wsl_error *err);
 
 /*
+ * Fills err for an open(2) of path (the full path, for the message) that
+ * failed with errno e: WSL_UNSAFE_PATH for a symbolic link (ELOOP, from
+ * O_NOFOLLOW) or a socket or device (ENXIO, ENODEV: O_NONBLOCK opens), else
+ * WSL_IO with e. Returns -1 with errno e.
+ */
+int fsx_open_failed(int e, const char *path, struct wsl_error *err);
+
+/*
  * Reads the regular file name below dirfd into a new NUL-terminated buffer
  * (*out, free(3) it), at most cap bytes: a larger file fails with errno
  * EFBIG. The file must pass fsx_check_private (a FIFO, socket, symlink or

@@ -74,14 +74,7 @@ int journal_append(int dir_fd, const char *path, const struct journal_event *ev,
 	fd = fsx_openat(dir_fd, "journal.jsonl", O_WRONLY | O_APPEND | O_CREAT |
 			O_NONBLOCK | O_NOCTTY, 0600);
 	if (fd < 0) {
-		if (errno == ELOOP)
-			wsl_error_set(err, WSL_UNSAFE_PATH,
-				      "%s is a symbolic link; refusing to follow it", jpath);
-		else if (errno == ENXIO || errno == ENODEV)
-			wsl_error_set(err, WSL_UNSAFE_PATH,
-				      "%s is not a regular file", jpath);
-		else
-			wsl_error_errno(err, WSL_IO, errno, "cannot open %s", jpath);
+		fsx_open_failed(errno, jpath, err);
 		goto out;
 	}
 	if (fstat(fd, &st) != 0) {

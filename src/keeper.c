@@ -165,21 +165,6 @@ static void drain_signals(int sigfd)
 		;
 }
 
-/* In the command: the environment is set; restore what supervise restores
- * and exec. */
-static void __attribute__((noreturn)) command_exec(const struct child *ch)
-{
-	spawn_close_own_fds(-1);
-	sigprocmask(SIG_SETMASK, ch->orig_mask, NULL);
-	if (ch->stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
-		_exit(126);
-	if (ch->cwd != NULL && chdir(ch->cwd) != 0) {
-		output_notice("cannot enter %s: %s", ch->cwd, strerror(errno));
-		_exit(126);
-	}
-	spawn_exec(ch->cmd);
-}
-
 /* The keeper's state while the command runs. */
 struct keep {
 	struct registry *reg;
@@ -290,14 +275,16 @@ static void keep_reap(struct keep *k)
 static void __attribute__((noreturn)) keeper_main(struct keep *k, const struct child *ch)
 {
 	struct keeper_msg m = { 0 };
+	struct spawn_fds fds;
 	int null;
 
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	spawn_list_fds(-1, &fds);
 	k->cmd = fork();
 	if (k->cmd < 0)
 		_exit(71);
 	if (k->cmd == 0)
-		command_exec(ch);
+		spawn_command(ch, -1, &fds);
 	/* wslock may die: a report to nobody must not kill the keeper. */
 	signal(SIGPIPE, SIG_IGN);
 	/* No stdio from here on: `x=$(wslock …)` must not wait for us. */
@@ -496,18 +483,10 @@ static int watch_loop(struct watch *w, int rep, int sigfd, struct wsl_error *err
 		if (poll(p, rep >= 0 ? 2 : 1,
 			 ms_until(w->lost ? w->kill_at : w->term_at, now)) < 0 && errno != EINTR)
 			return wsl_error_errno(err, WSL_OS, errno, "poll");
-		while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-			switch (si.ssi_signo) {
-			case SIGTERM:
-			case SIGHUP:
-			case SIGUSR1:
-			case SIGUSR2:
+		/* SIGCHLD: reap above; SIGINT, SIGQUIT: the command's */
+		while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+			if (spawn_forwards((int)si.ssi_signo))
 				cmd_signal(w, (int)si.ssi_signo);
-				break;
-			default:
-				break;	/* SIGCHLD: reap above; SIGINT, SIGQUIT: the command's */
-			}
-		}
 	}
 }
 

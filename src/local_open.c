@@ -319,16 +319,10 @@ static int open_dirs(struct registry *reg, const char *path, const char *workspa
 			create ? O_RDWR | O_CREAT | O_NONBLOCK : O_RDONLY | O_NONBLOCK,
 			0600);
 	if (fd < 0 && !(errno == ENOENT && !create)) {
-		if (errno == ELOOP)
-			wsl_error_set(err, WSL_UNSAFE_PATH,
-				      "%s/.coordination is a symbolic link; refusing to follow it",
-				      path);
-		else if (errno == ENXIO || errno == ENODEV)
-			wsl_error_set(err, WSL_UNSAFE_PATH,
-				      "%s/.coordination is not a regular file", path);
-		else
-			wsl_error_errno(err, WSL_IO, errno,
-					"cannot open %s/.coordination", path);
+		char cpath[PATH_MAX + 16];
+
+		snprintf(cpath, sizeof(cpath), "%s/.coordination", path);
+		fsx_open_failed(errno, cpath, err);
 		goto fail;
 	}
 	loc(reg)->coord_fd = fd;

@@ -88,6 +88,18 @@ void lockrules_conflict_keep(struct lock_entry *best, struct lock_entry *cand)
 	memset(cand, 0, sizeof(*cand));
 }
 
+void lockrules_conflict_keep_own(struct lock_entry *best, struct lock_entry *own,
+				 const char *workspace)
+{
+	if (own->state == LOCK_CORRUPT)
+		snprintf(own->workspace_root, sizeof(own->workspace_root), "%s",
+			 workspace);
+	if (own->state != LOCK_FREE)
+		lockrules_conflict_keep(best, own);
+	else
+		lock_entry_free(own);
+}
+
 void lockrules_describe_holder(const struct lock_entry *e, char *out, size_t len)
 {
 	if (!e->has_owner) {

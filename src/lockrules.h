@@ -103,6 +103,13 @@ struct registry_expect {
  * empty. The one ranking of conflicts, used by every backend. */
 void lockrules_conflict_keep(struct lock_entry *best, struct lock_entry *cand);
 
+/* Keeps own, the lock read on the wanted workspace itself, as a candidate
+ * (lockrules_conflict_keep) when it is held, retained or corrupt; a
+ * corrupt one is named by workspace, since its document names nothing.
+ * own is taken (freed or moved into *best) in every case. */
+void lockrules_conflict_keep_own(struct lock_entry *best, struct lock_entry *own,
+				 const char *workspace);
+
 /*
  * Whether waiting can cure conflict e met while acquiring wanted
  * (canonical): 0 when it can (a live holder, or one of unknown liveness);

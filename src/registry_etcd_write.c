@@ -146,13 +146,7 @@ static int find_conflict(struct registry *reg, const struct owner *o,
 		lock_entry_free(&self);
 		return 0;
 	}
-	if (self.state == LOCK_CORRUPT)
-		snprintf(self.workspace_root, sizeof(self.workspace_root), "%s",
-			 o->workspace_root);
-	if (self.state != LOCK_FREE)
-		lockrules_conflict_keep(conflict, &self);
-	else
-		lock_entry_free(&self);
+	lockrules_conflict_keep_own(conflict, &self, o->workspace_root);
 	if (etcd_overlaps(reg, o->workspace_root, true, &ov, &n, err) != 0)
 		return -1;
 	for (i = 0; i < n; i++)

@@ -479,11 +479,7 @@ static int local_try_acquire(struct registry *reg, const struct owner *o,
 	crypto_path_key(o->workspace_root, key);
 	if (local_get_key(reg, key, true, &self, err) != 0)
 		goto out;
-	if (self.state == LOCK_CORRUPT)
-		snprintf(self.workspace_root, sizeof(self.workspace_root), "%s",
-			 o->workspace_root);
-	if (self.state != LOCK_FREE)
-		lockrules_conflict_keep(conflict, &self);
+	lockrules_conflict_keep_own(conflict, &self, o->workspace_root);
 	/* The same directory locked through another path. */
 	if (identity_self(reg, o->workspace_root, key, true, &self, err) != 0)
 		goto out;

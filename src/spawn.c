@@ -9,6 +9,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -74,4 +76,28 @@ void spawn_exec(char **cmd)
 	output_notice("cannot run %s: %s [%s]", cmd[0], strerror(e),
 		wsl_code_name(WSL_OS));
 	_exit(e == ENOENT ? 127 : 126);
+}
+
+void spawn_command(const struct child *ch, int live_fd, const struct spawn_fds *fds)
+{
+	int flags = live_fd >= 0 ? fcntl(live_fd, F_GETFD) : -1, i;
+
+	for (i = 0; i < fds->n; i++)
+		close(fds->fd[i]);
+	if (flags >= 0)
+		fcntl(live_fd, F_SETFD, flags & ~FD_CLOEXEC);
+	sigprocmask(SIG_SETMASK, ch->orig_mask, NULL);
+	if (ch->stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+		_exit(126);
+	if (ch->cwd != NULL && chdir(ch->cwd) != 0) {
+		output_notice("cannot enter %s: %s [%s]", ch->cwd, strerror(errno),
+			wsl_code_name(WSL_OS));
+		_exit(126);
+	}
+	spawn_exec(ch->cmd);
+}
+
+bool spawn_forwards(int signo)
+{
+	return signo == SIGTERM || signo == SIGHUP || signo == SIGUSR1 || signo == SIGUSR2;
 }

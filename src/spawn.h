@@ -54,4 +54,17 @@ void spawn_close_own_fds(int keep);
  * 127 (not found) or 126. */
 void spawn_exec(char **cmd) __attribute__((noreturn));
 
+/* In the forked child: closes fds (spawn_list_fds, before the fork),
+ * lets live_fd (-1: none) pass to the command, restores ch->orig_mask,
+ * sends stdout to stderr when ch says so, enters ch->cwd and execs
+ * ch->cmd (spawn_exec). Only async-signal-safe calls until exec, but for
+ * the messages of a failure (exit 126). */
+void spawn_command(const struct child *ch, int live_fd, const struct spawn_fds *fds)
+	__attribute__((noreturn));
+
+/* Whether the runner of a command forwards signal signo to it: SIGTERM,
+ * SIGHUP, SIGUSR1, SIGUSR2. SIGINT and SIGQUIT reach the command from the
+ * terminal (its process group) by themselves; SIGCHLD is the runner's. */
+bool spawn_forwards(int signo);
+
 #endif

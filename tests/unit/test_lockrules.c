@@ -121,10 +121,35 @@ static void test_release_retain(void)
 	wsl_error_clear(&err);
 }
 
+/* The workspace's own lock, as both backends rank it. */
+static void test_conflict_own(void)
+{
+	struct lock_entry best, cand;
+
+	memset(&best, 0, sizeof(best));
+	best.state = LOCK_FREE;
+	entry(&cand, LOCK_FREE, LIVENESS_UNKNOWN);
+	lockrules_conflict_keep_own(&best, &cand, "/w/own");
+	CHECK(best.state == LOCK_FREE && cand.state == LOCK_FREE,
+	      "a free own lock is no conflict");
+	entry(&cand, LOCK_CORRUPT, LIVENESS_UNKNOWN);
+	cand.workspace_root[0] = '\0';
+	lockrules_conflict_keep_own(&best, &cand, "/w/own");
+	CHECK(best.state == LOCK_CORRUPT && strcmp(best.workspace_root, "/w/own") == 0 &&
+	      cand.state == LOCK_FREE,
+	      "a corrupt own lock is kept, named by the wanted workspace");
+	entry(&cand, LOCK_HELD, LIVENESS_LIVE);
+	lockrules_conflict_keep_own(&best, &cand, "/w/own");
+	CHECK(best.state == LOCK_CORRUPT && cand.state == LOCK_FREE,
+	      "a live own lock does not displace a corrupt one");
+	lock_entry_free(&best);
+}
+
 int main(void)
 {
 	test_reclaim_agrees();
 	test_conflicts();
+	test_conflict_own();
 	test_release_retain();
 	return tap_done();
 }

@@ -26,7 +26,7 @@ _wslock_opts()
 		   --operation-id --purpose --print-owner --retain-on-failure
 		   --reclaim-dead --kill-after' ;;
 	inspect)
-		o='--owner --all --format --operation-id --journal --registry' ;;
+		o='--owner --all --format --operation-id --journal --registry --exit-status' ;;
 	recover)
 		o='--expected-owner --force --reason --retain-on-failure
 		   --print-owner --kill-after -w --timeout -n --nonblock' ;;

@@ -132,6 +132,7 @@ enum {
 	OPT_KILL_AFTER,
 	OPT_JOURNAL,
 	OPT_REGISTRY,
+	OPT_EXIT_STATUS,
 };
 
 /* -w, -n, -E, --operation-id, --purpose as cli_option rows. */

@@ -198,6 +198,22 @@ int lockrules_conflict_final(const char *ws, const struct lock_entry *e,
 	return 0;
 }
 
+enum wsl_code lockrules_state_code(const struct lock_entry *e)
+{
+	switch (e->state) {
+	case LOCK_FREE:
+		return WSL_OK;
+	case LOCK_CORRUPT:
+		return WSL_LOCK_CORRUPT;
+	case LOCK_RETAINED:
+		return WSL_RECOVERY_REQUIRED;
+	case LOCK_HELD:
+	default:
+		return e->probed && e->liveness == LIVENESS_LIVE ? WSL_BUSY :
+			WSL_RECOVERY_REQUIRED;
+	}
+}
+
 /* ---- release, retain, take-over --------------------------------------- */
 
 int lockrules_check_release(const char *workspace, const char *token,

@@ -135,6 +135,12 @@ void lockrules_describe_holder(const struct lock_entry *e, char *out, size_t len
  * holder (the owner JSON), liveness and its reason, the path when corrupt. */
 void lockrules_error_holder(struct wsl_error *err, const struct lock_entry *e);
 
+/* The code whose exit status `inspect --exit-status` gives for e's state:
+ * WSL_OK (free), WSL_BUSY (held by a live owner: 75), WSL_RECOVERY_REQUIRED
+ * (held by a dead owner or one of unknown liveness, or retained: 69),
+ * WSL_LOCK_CORRUPT (corrupt, unsafe too: 65). DESIGN.md section 2. */
+enum wsl_code lockrules_state_code(const struct lock_entry *e);
+
 /* ---- release, retain, take-over -------------------------------------- */
 
 /* 0 when e (read under the backend's compare) is token's own lock and may

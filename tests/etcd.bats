@@ -660,3 +660,18 @@ a_document() {
 	inspect_json "$(W a)"
 	jq_ok '.state == "free"' "$INSPECT"
 }
+
+@test "etcd: inspect --exit-status: 0 free, 75 held by a live owner, 69 retained; -q prints nothing" {
+	mkws a b
+	run -0 --separate-stderr wsl inspect --exit-status "$(W a)"
+	jq_ok '.state == "free"'
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	run -75 --separate-stderr wsl inspect --exit-status "$(W a)"
+	jq_ok '.state == "held" and .liveness == "live"'
+	run -75 --separate-stderr wsl inspect -q --exit-status "$(W a)"
+	[ -z "$output" ] || fail "-q printed: $output"
+	run -1 --separate-stderr wsl run --retain-on-failure "$(W b)" -- false
+	run -69 --separate-stderr wsl inspect --exit-status "$(W b)"
+	jq_ok '.state == "retained"'
+}

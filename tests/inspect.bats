@@ -277,3 +277,44 @@ assert_reason() { # JSON: liveness_reason is one non-empty line
 	run -66 --separate-stderr wsl inspect "$(W missing)"
 	assert_json_error WSLOCK_NO_WORKSPACE
 }
+
+# exit_state WS STATUS STATE: inspect --exit-status WS exits STATUS and
+# still prints its JSON (state STATE); with -q it prints nothing.
+exit_state() {
+	run --separate-stderr wsl inspect --exit-status "$1"
+	[ "$status" -eq "$2" ] || fail "inspect --exit-status $1: $status, not $2 ($output)"
+	jq_ok ".state == \"$3\""
+	run --separate-stderr wsl inspect -q --exit-status "$1"
+	[ "$status" -eq "$2" ] || fail "inspect -q --exit-status $1: $status, not $2"
+	[ -z "$output" ] || fail "-q printed on stdout: $output"
+	[ -z "$stderr" ] || fail "stderr: $stderr"
+}
+
+@test "inspect --exit-status: 0 free, 75 live, 69 dead, unknown or retained, 65 corrupt; the JSON still printed, nothing with -q" {
+	mkws free live dead unknown retained corrupt
+	exit_state "$(W free)" 0 free
+	start_sleeper
+	local live=$SLEEPER_PID
+	acquire_as "$live" "$(W live)"
+	exit_state "$(W live)" 75 held
+	dead_acquired "$(W dead)"
+	exit_state "$(W dead)" 69 held
+	acquire_as "$live" "$(W unknown)"
+	edit_owner "$(W unknown)" '.host = "some-other-host.invalid"'
+	exit_state "$(W unknown)" 69 held
+	run -1 --separate-stderr wsl run --retain-on-failure "$(W retained)" -- false
+	exit_state "$(W retained)" 69 retained
+	acquire_as "$live" "$(W corrupt)"
+	printf 'not json' | put_owner "$(W corrupt)"
+	exit_state "$(W corrupt)" 65 corrupt
+	# --owner and --format text give the same status.
+	run -75 --separate-stderr wsl inspect --exit-status --owner "$(W live)"
+	jq_ok ".token == $(jq .token <<<"$(wsl inspect --owner "$(W live)")")"
+	run -69 --separate-stderr wsl inspect --exit-status --format text "$(W dead)"
+	[[ $output == *WORKSPACE* ]] || fail "no text view: $output"
+	# Errors keep their own status.
+	run -66 --separate-stderr wsl inspect --exit-status "$(W missing)"
+	assert_json_error WSLOCK_NO_WORKSPACE
+	run -64 --separate-stderr wsl inspect --exit-status --all
+	assert_usage_error
+}

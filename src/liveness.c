@@ -42,16 +42,40 @@ int liveness_live_held(int lockdir_fd)
 	return rc;
 }
 
+/* What the prober compares owners against: its host name, machine id,
+ * boot id and pid namespace, read once per process (none of them changes
+ * under a running process that matters here: a host name changed meanwhile
+ * only makes new owners look foreign, unknown, never dead), so that
+ * inspect --all reads them once, not once per lock. */
+static struct {
+	bool read;
+	int host_rc, mid_rc, boot_rc, ns_rc, ns_errno;
+	char host[WSL_HOST_MAX + 1], mid[WSL_MACHINE_ID_LEN + 1];
+	char boot[WSL_BOOT_ID_LEN + 1], ns[WSL_PIDNS_MAX + 1];
+} self;
+
+static void self_read(void)
+{
+	if (self.read)
+		return;
+	self.host_rc = platform_hostname(self.host);
+	self.mid_rc = platform_machine_id(self.mid);
+	self.boot_rc = platform_boot_id(self.boot);
+	self.ns_rc = platform_pid_namespace(0, self.ns);
+	self.ns_errno = errno;
+	self.read = true;
+}
+
 /* Steps 3 and 4: another machine (unknown), or this one rebooted (dead).
  * Returns 1 with *verdict set when one applies, 0 when o was written on
  * this machine in this boot. */
 static int probe_machine(const struct owner *o, enum liveness *verdict,
 			 char *reason, size_t reasonlen)
 {
-	char host[WSL_HOST_MAX + 1], boot[WSL_BOOT_ID_LEN + 1];
-	char mid[WSL_MACHINE_ID_LEN + 1];
+	const char *host = self.host, *boot = self.boot, *mid = self.mid;
 
-	if (platform_hostname(host) != 0) {
+	self_read();
+	if (self.host_rc != 0) {
 		snprintf(reason, reasonlen,
 			 "this host's name cannot be read, so pid %ld cannot be checked; assumed live",
 			 (long)o->pid);
@@ -65,7 +89,7 @@ static int probe_machine(const struct owner *o, enum liveness *verdict,
 		*verdict = LIVENESS_UNKNOWN;
 		return 1;
 	}
-	if (o->has_machine_id && platform_machine_id(mid) == 0 &&
+	if (o->has_machine_id && self.mid_rc == 0 &&
 	    strcmp(mid, o->machine_id) != 0) {
 		snprintf(reason, reasonlen,
 			 "held on another machine with the same host name %s (machine id %s, this is %s): pid %ld cannot be checked from here",
@@ -73,7 +97,7 @@ static int probe_machine(const struct owner *o, enum liveness *verdict,
 		*verdict = LIVENESS_UNKNOWN;
 		return 1;
 	}
-	if (o->has_boot_id && platform_boot_id(boot) == 0 &&
+	if (o->has_boot_id && self.boot_rc == 0 &&
 	    strcmp(boot, o->boot_id) != 0) {
 		snprintf(reason, reasonlen,
 			 "host rebooted: boot id %s is not the current %s",
@@ -90,12 +114,13 @@ static int probe_machine(const struct owner *o, enum liveness *verdict,
 static int probe_namespace(const struct owner *o, char *reason, size_t reasonlen)
 {
 	const char *theirs = o->has_pid_namespace ? o->pid_namespace : WSL_PIDNS_INITIAL;
-	char ours[WSL_PIDNS_MAX + 1];
+	const char *ours = self.ns;
 
-	if (platform_pid_namespace(0, ours) != 0) {
+	self_read();
+	if (self.ns_rc != 0) {
 		snprintf(reason, reasonlen,
 			 "this process's pid namespace cannot be read (%s), so pid %ld cannot be checked",
-			 strerror(errno), (long)o->pid);
+			 strerror(self.ns_errno), (long)o->pid);
 		return 1;
 	}
 	if (strcmp(ours, theirs) != 0) {
@@ -155,10 +180,14 @@ static enum liveness probe_pid(const struct owner *o, char *reason, size_t reaso
 enum liveness liveness_probe(int lockdir_fd, const struct owner *o,
 			     char *reason, size_t reasonlen)
 {
-	enum liveness verdict;
-	int held;
+	return liveness_probe_held(liveness_live_held(lockdir_fd), o, reason, reasonlen);
+}
 
-	held = liveness_live_held(lockdir_fd);
+enum liveness liveness_probe_held(int held, const struct owner *o,
+				  char *reason, size_t reasonlen)
+{
+	enum liveness verdict;
+
 	if (held == 1) {
 		snprintf(reason, reasonlen,
 			 "the holder's kernel lock on its live file is held (wslock run pid %ld or its command is running)",

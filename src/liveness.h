@@ -46,4 +46,10 @@ int liveness_live_held(int lockdir_fd);
 enum liveness liveness_probe(int lockdir_fd, const struct owner *o,
 			     char *reason, size_t reasonlen);
 
+/* liveness_probe with step 1 already made: held is what
+ * liveness_live_held returned (errno as it left it, for -1), so a caller
+ * that needs that answer itself probes the live file once. */
+enum liveness liveness_probe_held(int held, const struct owner *o,
+				  char *reason, size_t reasonlen);
+
 #endif

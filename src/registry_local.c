@@ -303,8 +303,10 @@ static int read_entry_at(struct registry *reg, const char *key, int fd,
 	}
 	wsl_error_clear(&local);
 	if (probe) {
-		e->live_held = liveness_live_held(fd) == 1;
-		e->liveness = liveness_probe(fd, &e->owner, e->reason, sizeof(e->reason));
+		int held = liveness_live_held(fd);
+
+		e->live_held = held == 1;
+		e->liveness = liveness_probe_held(held, &e->owner, e->reason, sizeof(e->reason));
 		e->probed = true;
 		probe_nested(fd, e);
 	}
@@ -393,7 +395,9 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 		goto fail;
 	}
 	{
-		/* Nested runs hold it shared (registry_nest_lock). */
+		/* Nested runs hold it shared (registry_nest_lock). Made here,
+		 * not by its first user: a release refused for a wrong token
+		 * must change nothing. */
 		int nfd = fsx_openat(sfd, LOCK_NESTED_FILE, O_RDWR | O_CREAT | O_EXCL, 0600);
 		if (nfd < 0) {
 			wsl_error_errno(err, WSL_IO, errno, "cannot create %s/%s", path,
@@ -500,6 +504,24 @@ out:
 	return rc;
 }
 
+/* Removes the released lock directory staging/gone by the names a lock
+ * has; -1 when something else is left in it (the caller lists it). Only
+ * for a directory this process renamed there itself under .coordination,
+ * so the paths through gone follow nothing. */
+static int remove_known(int stagefd, const char *gone)
+{
+	static const char *const names[] = { "owner.json", "live", LOCK_NESTED_FILE,
+					      "retained.json" };
+	char path[STAGE_NAME_MAX + 32];
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", gone, names[i]);
+		if (unlinkat(stagefd, path, 0) != 0 && errno != ENOENT)
+			return -1;
+	}
+	return unlinkat(stagefd, gone, AT_REMOVEDIR);
+}
+
 /* Removes the lock key of workspace: renamed out of locks/ into tmp/ (the
  * atomic step), then its nest markers and files go. The caller holds
  * LOCK_EX. */
@@ -521,7 +543,11 @@ static int unpublish(struct registry *reg, const char *key, const char *workspac
 	if (has_id)
 		identity_markers_at(reg, key, fs, fspath, MARKER_REMOVE, err);
 	CRASH_POINT("release:markers-removed");
-	/* A corrupt lock may be a symlink or a file: unlink it, never follow. */
+	/* A lock that was read whole (o) is a directory of known files,
+	 * removed by name; anything else there, or a corrupt lock (maybe a
+	 * symlink or a file: unlinked, never followed), by listing it. */
+	if (o != NULL && remove_known(loc(reg)->tmp_fd, gone) == 0)
+		return 0;
 	if (fstatat(loc(reg)->tmp_fd, gone, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
 		unlinkat(loc(reg)->tmp_fd, gone, 0);
 	else
@@ -788,8 +814,12 @@ static int local_nest_lock(struct registry *reg, const char *workspace,
 	/* The lock may have been released, or taken over, before we held
 	 * it: then this file protects nothing. */
 	rc = 0;
-	if (loc(reg)->coord_held != 0 && !still_linked(reg, key, lfd)) {
+	if ((loc(reg)->coord_held != 0 || (op & LOCK_EX) != 0) && !still_linked(reg, key, lfd)) {
 		rc = NEST_LOCK_GONE;
+	} else if ((op & LOCK_EX) != 0) {
+		/* The holder before it lets go: it checks its token under
+		 * .coordination in that release; meanwhile this only keeps
+		 * nested runs from starting. */
 	} else if (read_entry_at(reg, key, lfd, dirpath, false, &e, err) != 0) {
 		rc = -1;
 	} else {

@@ -132,6 +132,12 @@ static int reclaim_dead(struct cli *c, struct registry *reg,
 	return rc;
 }
 
+/* registry->inside: nest.c's proof, for the backend's wait queue. */
+static bool hold_inside(const struct lock_entry *e, pid_t from)
+{
+	return nest_proven(e, from) != NEST_NONE;
+}
+
 int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		 const struct hold_wait *w, int *live_fd, struct wsl_error *err)
 {
@@ -149,6 +155,7 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 	/* A signal also ends a wait for the registry itself (a stopped
 	 * holder of .coordination must not make SIGTERM wait for it). */
 	registry_coord_signals(reg, w->sigfd);
+	reg->inside = hold_inside;
 	for (;;) {
 		struct lock_entry conflict;
 		struct registry_deadline dl;
@@ -219,7 +226,8 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 			/* Only now, on a conflict: an uncontended acquire needs no
 			 * watch (closing an inotify fd can cost milliseconds).
 			 * Then try once more, since a release that came before the
-			 * watch existed would wake nobody. */
+			 * watch existed would wake nobody; that try joins the
+			 * wait queue (local) if it meets a conflict again. */
 			watching = true;
 			watch = registry_wait_prepare(reg, &werr);
 			if (watch < 0 && c->verbose)
@@ -236,11 +244,18 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 			told = true;
 		}
 		lock_entry_free(&conflict);
-		/* With a watch, releases wake us at once; the poll only notices
-		 * holders that died without releasing. */
-		wait_ms = watch == 0 ? 1000 : 250;
-		if (deadline >= 0 && deadline - platform_mono_ms() < wait_ms)
-			wait_ms = deadline - platform_mono_ms() < 0 ? 0 : deadline - platform_mono_ms();
+		/* The backend sleeps until what we wait for changes (local:
+		 * the waiter ahead leaves, or the holder releases or dies): no
+		 * timer but the deadline, and a terminal's progress line,
+		 * redrawn each second. Without a watch, a poll. */
+		wait_ms = watch != 0 ? WAIT_POLL_MS : tty ? 1000 : -1;
+		if (deadline >= 0) {
+			long long left = deadline - platform_mono_ms();
+			if (left < 0)
+				left = 0;
+			if (wait_ms < 0 || left < wait_ms)
+				wait_ms = left;
+		}
 		rc = registry_wait(reg, w->sigfd, (long)wait_ms, err);
 		if (rc < 0)
 			break;
@@ -253,6 +268,7 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 			}
 		}
 	}
+	registry_wait_end(reg);	/* local: leaves the queue, if in it */
 	registry_coord_signals(reg, -1);
 	if (rc < 0 && err->signo > 0) {
 		rc = err->signo;	/* as a signal during the wait below */

@@ -24,9 +24,10 @@ struct hold_wait {
 };
 
 /*
- * Acquires o's workspace, waiting as w says: an inotify watch on locks/
- * wakes it as soon as a lock is released, with a 250 ms poll as fallback
- * (a holder that dies releases nothing). Says once on stderr (unless -q)
+ * Acquires o's workspace, waiting as w says: in the backend's FIFO queue
+ * (local: asleep in the kernel until the waiter ahead leaves, or the
+ * holder releases or dies; no periodic wake-up but a terminal's progress
+ * line; registry_wait), leaving it however the wait ends. Says once on stderr (unless -q)
  * whom it waits for. A conflict that waiting cannot cure fails at once:
  * WSLOCK_LOCK_CORRUPT, WSLOCK_RECOVERY_REQUIRED (dead or retained owner),
  * or WSLOCK_BUSY when the caller is inside the holder's run by possession

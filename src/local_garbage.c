@@ -1,5 +1,6 @@
-/* local_garbage.c - the local backend's garbage: staging leftovers and
- * orphan markers (a marker whose lock is gone), counted for the reclaim
+/* local_garbage.c - the local backend's garbage: staging leftovers,
+ * abandoned queue entries (their waiter died; local_wait.c) and orphan
+ * markers (a marker whose lock is gone), counted for the reclaim
  * preview and removed by reclaim --yes. A crash leaves them (the crash
  * table atop registry_local.c); they are harmless until collected.
  */
@@ -90,6 +91,9 @@ int local_garbage(struct registry *reg, bool remove, size_t *staging,
 		}
 		free_names(names, n);
 	}
+	/* Abandoned queue entries count with the staging leftovers. */
+	if (queue_garbage(reg, remove, staging, err) != 0)
+		return -1;
 	if (garbage_markers(reg, loc(reg)->nest_fd, "nest", remove, orphan_markers, err) != 0)
 		return -1;
 	return garbage_markers(reg, loc(reg)->ids_fd, "ids", remove, orphan_markers, err);

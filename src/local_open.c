@@ -360,6 +360,7 @@ void local_close(struct registry *reg)
 
 	if (l == NULL)
 		return;
+	local_wait_close(reg);
 	fsx_close(l->watch_fd);
 	fsx_close(l->coord_fd);
 	fsx_close(l->tmp_fd);

@@ -1,21 +1,95 @@
 /* local_wait.c - the local backend's waits: the coordination lock
  * (.coordination, a bounded wait naming its holder from /proc/locks) and
- * the wait for a lock to go (inotify on locks/).
+ * the FIFO wait queue for a held workspace (DESIGN.md section 5).
+ *
+ * The wait queue. flock(2) promises no order and a release used to wake
+ * every waiter (each then took .coordination and tried again: a herd, and
+ * the starvation tail), so the order comes from queue/:
+ *
+ *   queue/SEQ.PID.RAND   one regular file (0600) per waiter, kept
+ *                        flock()ed LOCK_EX by it while it waits. SEQ (20
+ *                        decimal digits) is one more than the highest SEQ
+ *                        present, taken under .coordination LOCK_EX: the
+ *                        SEQ order of the entries present is their arrival
+ *                        order. The file holds, NUL-separated, a magic, the
+ *                        mode ("exclusive"; issue 15 adds "shared": then
+ *                        two shared entries do not conflict), the waiter's
+ *                        pid and pid namespace, its arrival time, and the
+ *                        workspace's identity (fs, path inside it) and
+ *                        canonical path. Nothing in it is durable: a crash
+ *                        ends every waiter, so nothing is fsynced.
+ *
+ * An entry whose kernel lock is free is abandoned (its waiter was killed:
+ * the kernel dropped the lock): every scan under .coordination LOCK_EX,
+ * and reclaim, unlinks it. Two entries conflict when their workspaces nest
+ * (the same, ancestor or descendant; by path, or by identity when both are
+ * known). There is one queue per registry; each waiter waits only for the
+ * entries ahead of it that conflict with it, so unrelated workspaces never
+ * wait for each other, and a waiter for /w behind holders of /w/a and /w/b
+ * is not starved: an acquire that meets a conflicting waiter ahead of it
+ * (queued, or not yet queued: every arrival is behind the whole queue) does
+ * not take the lock even when its workspace is free (no barging; with -n it
+ * fails, WSLOCK_BUSY naming that waiter).
+ *
+ * Who sleeps on what (poll(2) on inotify descriptors, a pidfd and the
+ * caller's signalfd; no timer unless -w, or a terminal's progress line,
+ * asks for one):
+ *  - a waiter with a conflicting entry ahead sleeps on the nearest such
+ *    entry (inotify IN_CLOSE_WRITE: its owner closing it, by leaving or by
+ *    dying; only the owner opens it for writing);
+ *  - the head (no conflicting waiter ahead) sleeps on the holder: the close
+ *    of its live file (a run, its command included), of its nested file
+ *    (nested runs), its pidfd (an acquire --pid holder in this pid
+ *    namespace), and the rename of its lock directory out of locks/ (a
+ *    release; only heads watch locks/, so a release wakes only them).
+ * A waiter that takes the lock leaves the queue at once (unlink, then
+ * close: the close wakes the one entry behind it, which becomes the head
+ * and sleeps on the new holder), so each hand-over wakes one process. A
+ * killed waiter's lock vanishes; the one behind it wakes, sees the entry
+ * abandoned and moves up. A killed holder's descriptors close: the head
+ * wakes and finds the lock dead (recovery required, or --reclaim-dead).
+ *
+ * Stopped waiters (SIGSTOP, Ctrl-Z) never break safety, which rests on
+ * locks/ and .coordination alone: the queue only orders. A stopped waiter
+ * is passed over: a scan that finds a conflicting entry whose waiter is
+ * stopped does not wait for it, and opens it for writing once (a poke:
+ * the close wakes the waiters sleeping on it, which pass it over too); a
+ * release pokes every stopped waiter. So a stopped head never keeps a
+ * free workspace from the others. What is not noticed without a timer: a
+ * waiter stopped after its wake-up, at the head, delays the ones behind
+ * it until the next arrival or release. A continued waiter keeps its
+ * place (its SEQ) and is served next.
+ *
+ * Deadlock: an acquire inside a held lock's run (nest.c's proof) that
+ * would queue behind waiters whose chain of conflicts reaches a lock it is
+ * inside would wait for itself. Such an acquire passes the queue by and
+ * waits only for real locks (an exception to FIFO, never to safety).
+ *
+ * A crash (SIGKILL) leaves, by step: queue:created, queue:joined,
+ * queue:sleeping - an abandoned entry (its kernel lock gone: the waiter
+ * behind moves up; the next scan or reclaim removes it); queue:left -
+ * nothing (the entry is unlinked before it is closed, so a name is never
+ * reused while its old owner could still unlink it).
  */
 #include "registry_local.h"
 #include "fsx.h"
+#include "nest.h"
 #include "platform.h"
+#include "testhook.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,9 +140,9 @@ static long coord_holder(int fd)
 	return fstat(fd, &st) == 0 ? flock_holder(&st) : 0;
 }
 
-/* Whether pid is stopped (state T or t in /proc/PID/stat): it cannot
- * finish what it does inside .coordination until someone continues it. */
-static bool pid_stopped(long pid)
+/* Whether pid is stopped (state T or t in /proc/PID/stat); see
+ * registry_local.h. */
+bool pid_stopped(long pid)
 {
 	char path[64], buf[512];
 	const char *p;
@@ -153,7 +227,9 @@ static int coord_lock(struct registry *reg, int op,
 		return 0;
 	}
 	bound = dl != NULL ? dl->at_ms : reg->coord_bounded ? reg->coord_bound_ms : LLONG_MAX;
-	for (long wait_us = 200;; wait_us = wait_us < 20000 ? wait_us * 2 : wait_us) {
+	/* A woken waiter usually finds the releaser still inside (removing
+	 * the markers after its commit): the first retries come soon. */
+	for (long wait_us = 50;; wait_us = wait_us < 20000 ? wait_us * 2 : wait_us) {
 		long long now;
 		long holder;
 
@@ -209,7 +285,11 @@ int local_coord_lock(struct registry *reg, int op, struct wsl_error *err)
 int local_wait_prepare(struct registry *reg, struct wsl_error *err)
 {
 	char path[PATH_MAX];
+	struct local_queue *q = queue_state(reg);
 
+	if (q == NULL)
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	q->join = true;
 	if (loc(reg)->watch_fd >= 0)
 		return 0;
 	if (path_join(path, reg->path, "locks", err) != 0)
@@ -218,7 +298,8 @@ int local_wait_prepare(struct registry *reg, struct wsl_error *err)
 	if (loc(reg)->watch_fd < 0)
 		return wsl_error_errno(err, WSL_OS, errno, "inotify_init1");
 	/* A release renames locks/KEY away (IN_MOVED_FROM); a removal by hand
-	 * deletes it (IN_DELETE). IN_DONT_FOLLOW: never through a symlink. */
+	 * deletes it (IN_DELETE). IN_DONT_FOLLOW: never through a symlink.
+	 * Only a head polls it: for the others the events wait unread. */
 	if (inotify_add_watch(loc(reg)->watch_fd, path, IN_MOVED_FROM | IN_DELETE |
 			      IN_ONLYDIR | IN_DONT_FOLLOW) < 0) {
 		wsl_error_errno(err, WSL_OS, errno, "inotify_add_watch %s", path);
@@ -226,31 +307,278 @@ int local_wait_prepare(struct registry *reg, struct wsl_error *err)
 		loc(reg)->watch_fd = -1;
 		return -1;
 	}
+	q->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (q->watch_fd < 0)
+		return wsl_error_errno(err, WSL_OS, errno, "inotify_init1");
 	return 0;
+}
+
+/* pidfd_open(2) (Linux 5.3), -1 with errno where there is none. */
+static int pidfd_of(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+	(void)pid;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+/* A pidfd for pid if it is still the process started at ticks (when
+ * known); -1 when it is gone (ESRCH) or pidfds do not exist. */
+static int pidfd_checked(pid_t pid, bool has_ticks, unsigned long long ticks, bool *gone)
+{
+	unsigned long long now;
+	int fd = pidfd_of(pid);
+
+	*gone = fd < 0 && errno == ESRCH;
+	if (fd >= 0 && has_ticks &&
+	    (platform_pid_start_ticks(pid, &now) != 0 || now != ticks)) {
+		fsx_close(fd);
+		*gone = true;
+		return -1;
+	}
+	return fd;
+}
+
+/* Adds an inotify watch on reg/DIR/NAME[/FILE]: its wd, or -1. */
+static int watch_path(struct registry *reg, int fd, const char *dir, const char *name,
+		      const char *file, uint32_t mask)
+{
+	char path[PATH_MAX];
+	struct wsl_error ignored = { 0 };
+
+	if (path_join(path, reg->path, dir, &ignored) != 0 ||
+	    path_join(path, path, name, &ignored) != 0 ||
+	    (file != NULL && path_join(path, path, file, &ignored) != 0))
+		return -1;
+	return inotify_add_watch(fd, path, mask | IN_DONT_FOLLOW);
+}
+
+/* Whether what the wait sleeps on has changed since queue_check: 1 yes
+ * (the caller tries again), 0 no. */
+static int target_changed(struct registry *reg, struct local_queue *q)
+{
+	struct stat st;
+	int fd, rc;
+
+	if (q->target == TARGET_ENTRY) {
+		fd = q->dir_fd >= 0 ? fsx_openat(q->dir_fd, q->t_name,
+						 O_RDONLY | O_NONBLOCK | O_NOCTTY, 0) : -1;
+		if (fd < 0)
+			return 1;
+		rc = fstat(fd, &st) != 0 || st.st_ino != q->t_ino || st.st_dev != q->t_dev ||
+		     fsx_flock(fd, LOCK_SH | LOCK_NB) == 0;
+		fsx_close(fd);
+		return rc || queue_stopped_pid(q->t_pid, q->t_pidns, q->t_dev, q->t_ino);
+	}
+	if (q->target != TARGET_LOCK)
+		return 1;
+	fd = fsx_openat(loc(reg)->locks_fd, q->t_key, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0)
+		return 1;
+	rc = 0;
+	if (q->t_live)
+		rc = fstatat(fd, "live", &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		     st.st_ino != q->t_live_ino || liveness_live_held(fd) != 1;
+	if (!rc && q->t_nested)
+		rc = fstatat(fd, LOCK_NESTED_FILE, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		     flock_holder(&st) <= 0;
+	fsx_close(fd);
+	return rc;
+}
+
+/* Reads the locks/ events: 1 when one names the lock slept on (or the
+ * queue overflowed), else 0. */
+static int release_seen(int fd, const char *key)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t len;
+	int seen = 0;
+
+	while ((len = read(fd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + len;) {
+			const struct inotify_event *ev = (const struct inotify_event *)p;
+			if ((ev->mask & IN_Q_OVERFLOW) ||
+			    (ev->len > 0 && strcmp(ev->name, key) == 0))
+				seen = 1;
+			p += sizeof(*ev) + ev->len;
+		}
+	}
+	return seen;
+}
+
+static void drain(int fd)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+	while (fd >= 0 && read(fd, buf, sizeof(buf)) > 0)
+		;
+}
+
+/* The watches of one wait: inotify wds, the holder's pidfd, and whether
+ * some could not be made (then it also looks once a second). */
+struct wait_set {
+	int wds[2];
+	int pidfd;
+	bool slow;
+};
+
+/* Arms ws for what queue_check recorded: 1 when it has changed already
+ * (the caller tries again), else 0. A watch that cannot be added for
+ * lack of watches or pidfds makes the wait slow, never blind. */
+static int wait_arm(struct registry *reg, struct local_queue *q, struct wait_set *ws)
+{
+	bool gone = false;
+
+	drain(q->watch_fd);
+	if (q->target == TARGET_ENTRY) {
+		ws->wds[0] = watch_path(reg, q->watch_fd, QUEUE_DIR, q->t_name, NULL,
+					IN_CLOSE_WRITE);
+		if (ws->wds[0] < 0 && errno == ENOENT)
+			return 1;
+		ws->slow = ws->wds[0] < 0;
+	} else {
+		if (q->t_live) {
+			ws->wds[0] = watch_path(reg, q->watch_fd, "locks", q->t_key, "live",
+						IN_CLOSE_WRITE);
+			ws->slow = ws->wds[0] < 0;
+		}
+		if (q->t_nested) {
+			ws->wds[1] = watch_path(reg, q->watch_fd, "locks", q->t_key,
+						LOCK_NESTED_FILE, IN_CLOSE_WRITE | IN_CLOSE_NOWRITE);
+			ws->slow = ws->slow || ws->wds[1] < 0;
+		}
+		if (q->t_pid_watch) {
+			ws->pidfd = pidfd_checked(q->t_holder, q->t_has_ticks, q->t_ticks, &gone);
+			if (gone)
+				return 1;
+			ws->slow = ws->slow || ws->pidfd < 0;
+		}
+	}
+	CRASH_POINT("queue:sleeping");
+	if (q->own_pid != getpid() && !q->own_tried) {
+		q->own_tried = true;
+		q->own_pidfd = pidfd_checked(q->own_pid, q->own_has_ticks, q->own_ticks, &gone);
+		if (gone)
+			return 1;
+	}
+	return 0;
+}
+
+/* Whether the holder watched without a pidfd (a slow wait) has gone. */
+static bool holder_gone_slow(const struct local_queue *q)
+{
+	unsigned long long t;
+	int e = platform_pid_exists(q->t_holder);
+
+	return e == 0 || (e > 0 && q->t_has_ticks &&
+			  platform_pid_start_ticks(q->t_holder, &t) == 0 && t != q->t_ticks);
+}
+
+/* One sleep of a wait until (CLOCK_MONOTONIC ms, -1: none): 1 a signal,
+ * 0 something changed or the time is up, 2 nothing yet (sleep again),
+ * -1 with err. */
+static int wait_once(struct registry *reg, struct local_queue *q,
+		     const struct wait_set *ws, int sigfd, long long until,
+		     struct wsl_error *err)
+{
+	struct pollfd pfd[5];
+	nfds_t np = 0;
+	int at_locks = -1, at_pid = -1, at_own = -1, at_sig = -1, wait;
+	long long left = until >= 0 ? until - platform_mono_ms() : -1;
+
+	if (until >= 0 && left <= 0)
+		return 0;
+	wait = left < 0 || left > INT_MAX ? -1 : (int)left;
+	if (ws->slow && (wait < 0 || wait > WAIT_POLL_MS))
+		wait = WAIT_POLL_MS;
+	pfd[np++] = (struct pollfd){ q->watch_fd, POLLIN, 0 };
+	if (q->target == TARGET_LOCK && loc(reg)->watch_fd >= 0) {
+		at_locks = (int)np;	/* only a head polls locks/ */
+		pfd[np++] = (struct pollfd){ loc(reg)->watch_fd, POLLIN, 0 };
+	}
+	if (ws->pidfd >= 0) {
+		at_pid = (int)np;
+		pfd[np++] = (struct pollfd){ ws->pidfd, POLLIN, 0 };
+	}
+	if (q->own_pidfd >= 0) {
+		at_own = (int)np;
+		pfd[np++] = (struct pollfd){ q->own_pidfd, POLLIN, 0 };
+	}
+	if (sigfd >= 0) {
+		at_sig = (int)np;
+		pfd[np++] = (struct pollfd){ sigfd, POLLIN, 0 };
+	}
+	if (poll(pfd, np, wait) < 0)
+		return errno == EINTR ? 2 : wsl_error_errno(err, WSL_OS, errno, "poll");
+	if (at_sig >= 0 && (pfd[at_sig].revents & POLLIN))
+		return 1;
+	/* The holder-to-be (acquire --pid) exited: the caller says so. */
+	if ((at_own >= 0 && (pfd[at_own].revents & POLLIN)) ||
+	    (at_pid >= 0 && (pfd[at_pid].revents & POLLIN)))
+		return 0;
+	if (at_locks >= 0 && (pfd[at_locks].revents & POLLIN) &&
+	    release_seen(loc(reg)->watch_fd, q->t_key))
+		return 0;
+	if (pfd[0].revents & POLLIN)
+		drain(q->watch_fd);	/* a close: target_changed decides */
+	if (ws->slow && q->t_pid_watch && ws->pidfd < 0 && holder_gone_slow(q))
+		return 0;
+	return 2;
 }
 
 int local_wait(struct registry *reg, int sigfd, long timeout_ms,
 	       struct wsl_error *err)
 {
-	struct pollfd pfd[2];
-	char buf[4096];
-	nfds_t n = 0;
+	struct local_queue *q = loc(reg)->queue;
+	long long until = timeout_ms >= 0 ? platform_mono_ms() + timeout_ms : -1;
+	struct wait_set ws = { { -1, -1 }, -1, false };
+	int rc = 0;
 
-	if (loc(reg)->watch_fd >= 0) {
-		pfd[n].fd = loc(reg)->watch_fd;
-		pfd[n].events = POLLIN;
-		pfd[n++].revents = 0;
+	if (q == NULL || q->watch_fd < 0 || q->target == TARGET_NONE) {
+		/* No watches (inotify unavailable): a bounded sleep. */
+		struct pollfd p = { sigfd, POLLIN, 0 };
+		if (poll(&p, sigfd >= 0 ? 1 : 0, timeout_ms < 0 ? WAIT_POLL_MS : (int)timeout_ms) < 0 &&
+		    errno != EINTR)
+			return wsl_error_errno(err, WSL_OS, errno, "poll");
+		return sigfd >= 0 && (p.revents & POLLIN) ? 1 : 0;
 	}
-	if (sigfd >= 0) {
-		pfd[n].fd = sigfd;
-		pfd[n].events = POLLIN;
-		pfd[n++].revents = 0;
-	}
-	if (poll(pfd, n, (int)timeout_ms) < 0 && errno != EINTR)
-		return wsl_error_errno(err, WSL_OS, errno, "poll");
-	if (loc(reg)->watch_fd >= 0)
-		while (read(loc(reg)->watch_fd, buf, sizeof(buf)) > 0)
-			;
-	return sigfd >= 0 && (pfd[n - 1].revents & POLLIN) ? 1 : 0;
+	if (wait_arm(reg, q, &ws) == 0)
+		do
+			rc = target_changed(reg, q) ? 0 : wait_once(reg, q, &ws, sigfd, until, err);
+		while (rc == 2);
+	for (int i = 0; i < 2; i++)
+		if (ws.wds[i] >= 0)
+			inotify_rm_watch(q->watch_fd, ws.wds[i]);
+	fsx_close(ws.pidfd);
+	return rc;
 }
 
+void local_wait_end(struct registry *reg)
+{
+	struct local_queue *q = loc(reg)->queue;
+
+	if (q == NULL)
+		return;
+	queue_leave(reg);
+	q->join = false;
+	q->target = TARGET_NONE;
+	fsx_close(q->own_pidfd);
+	q->own_pidfd = -1;
+	q->own_tried = false;
+}
+
+void local_wait_close(struct registry *reg)
+{
+	struct local_queue *q = loc(reg)->queue;
+
+	if (q == NULL)
+		return;
+	local_wait_end(reg);
+	fsx_close(q->watch_fd);
+	fsx_close(q->dir_fd);
+	free(q);
+	loc(reg)->queue = NULL;
+}

@@ -102,6 +102,12 @@ void lockrules_conflict_keep_own(struct lock_entry *best, struct lock_entry *own
 
 void lockrules_describe_holder(const struct lock_entry *e, char *out, size_t len)
 {
+	if (e->queued) {
+		snprintf(out, len,
+			 "nobody yet: a waiter queued ahead (pid %ld, since %s) is served first",
+			 (long)e->owner.pid, e->owner.acquired_at);
+		return;
+	}
 	if (!e->has_owner) {
 		snprintf(out, len, "a corrupt lock (%s)", e->problem);
 		return;

@@ -57,6 +57,12 @@ struct lock_entry {
 					 * `wslock run` or its command) */
 	bool nested_held;		/* probed: a nested run holds the lock's
 					 * nested file (local) */
+	bool queued;			/* not a lock: a waiter that arrived first
+					 * and still waits for workspace_root, which
+					 * overlaps the one wanted (local queue,
+					 * DESIGN.md section 5); owner.pid and
+					 * owner.acquired_at (its arrival) are set,
+					 * has_owner is false, liveness live */
 };
 
 /* "free", "held", "retained" or "corrupt". */
@@ -128,7 +134,9 @@ void lockrules_conflict_subject(const char *wanted, const struct lock_entry *e,
 				char *out, size_t len);
 
 /* One phrase naming e's holder for messages: "pid 12 on host h (purpose
- * "x", operation o, since T)", or "a corrupt lock (problem)". */
+ * "x", operation o, since T)", "a corrupt lock (problem)", or for a
+ * waiter queued ahead (e->queued) "nobody yet: a waiter queued ahead
+ * (pid 12, since T) is served first". */
 void lockrules_describe_holder(const struct lock_entry *e, char *out, size_t len);
 
 /* Fills err's details from a conflicting or current lock: workspace_root,

@@ -294,7 +294,15 @@ int registry_wait_prepare(struct registry *reg, struct wsl_error *err)
 int registry_wait(struct registry *reg, int sigfd, long timeout_ms,
 		  struct wsl_error *err)
 {
+	if (!reg->ops->wait_until_change && (timeout_ms < 0 || timeout_ms > WAIT_POLL_MS))
+		timeout_ms = WAIT_POLL_MS;
 	return reg->ops->wait(reg, sigfd, timeout_ms, err);
+}
+
+void registry_wait_end(struct registry *reg)
+{
+	if (reg->ops != NULL && reg->ops->wait_end != NULL)
+		reg->ops->wait_end(reg);
 }
 
 int registry_keepalive(struct registry *reg, const struct owner *o,

@@ -80,6 +80,12 @@ struct registry {
 				 * (keeper_pid.h): it may be released by
 				 * token, and its renewals may go on until the
 				 * lease expires at the server */
+	/* Whether an acquire for the process from runs inside the held lock
+	 * e (nest_proven's proof; set by hold.c, so that no backend
+	 * depends on nest.c). The local wait queue asks it so that a
+	 * command inside a run never queues behind waiters for that very
+	 * run's lock. NULL: never inside. */
+	bool (*inside)(const struct lock_entry *e, pid_t from);
 };
 
 /* How long a call may wait for the registry itself (local: its
@@ -293,21 +299,36 @@ int registry_nest_lock(struct registry *reg, const char *workspace, const char *
 		       int op, int *fd, struct wsl_error *err);
 
 /*
- * Starts watching for releases, before the first acquire attempt, so that a
+ * Starts watching for releases, before the next acquire attempt, so that a
  * release between an attempt and the wait is not missed (local: inotify(7)
- * on locks/ for entries leaving it; etcd: from the revision of the last
+ * on locks/ for entries leaving it, and the next attempt that meets a
+ * conflict joins the FIFO wait queue; etcd: from the revision of the last
  * read). Returns 0, or -1 with err when only polling is possible.
  */
 int registry_wait_prepare(struct registry *reg, struct wsl_error *err);
 
 /*
- * Waits at most timeout_ms (ms) for a lock to be released, or for sigfd
- * (-1: none) to become readable. Returns 1 when sigfd is readable, 0 when a
- * release happened or the time is up (the caller tries again either way),
- * -1 with err on failure.
+ * Waits at most timeout_ms (ms; < 0: no bound) for the conflict the last
+ * registry_try_acquire reported to change (local: the waiter queued ahead
+ * leaves the queue, or the holder releases, dies or stops being live), or
+ * for sigfd (-1: none) to become readable. Returns 1 when sigfd is
+ * readable, 0 when something changed or the time is up (the caller tries
+ * again either way), -1 with err on failure. A backend that cannot see a
+ * holder die (etcd today) wakes at least every WAIT_POLL_MS.
  */
 int registry_wait(struct registry *reg, int sigfd, long timeout_ms,
 		  struct wsl_error *err);
+
+/* How often registry_wait wakes at least on a backend that is not told of
+ * every change (ms). */
+#define WAIT_POLL_MS 1000
+
+/*
+ * Ends a wait begun with registry_wait_prepare, however it ended (held,
+ * given up, a signal): local: leaves the queue, waking the waiter behind.
+ * No error; safe to call when nothing was prepared.
+ */
+void registry_wait_end(struct registry *reg);
 
 /*
  * Keeps o's lock alive where the backend needs it (etcd: the lease).

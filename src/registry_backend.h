@@ -4,7 +4,7 @@
  * Every function has the contract of the registry_* function of the same
  * name in registry.h; registry_open has selected the backend and filled
  * reg->ops. A NULL entry means "nothing to do" (lock, unlock, wait_prepare,
- * keepalive, watch_own).
+ * keepalive, watch_own, wait_end).
  */
 #ifndef WSLOCK_REGISTRY_BACKEND_H
 #define WSLOCK_REGISTRY_BACKEND_H
@@ -46,6 +46,11 @@ struct registry_ops {
 	int (*wait_prepare)(struct registry *reg, struct wsl_error *err);
 	int (*wait)(struct registry *reg, int sigfd, long timeout_ms,
 		    struct wsl_error *err);
+	void (*wait_end)(struct registry *reg);
+	/* wait sleeps until a change it is told of, a holder's death
+	 * included, so it may be called without a bound (timeout_ms < 0);
+	 * false: registry_wait bounds such a call to WAIT_POLL_MS. */
+	bool wait_until_change;
 	int (*keepalive)(struct registry *reg, const struct owner *o,
 			 long *next_ms, long *ttl_ms, struct wsl_error *err);
 	int (*watch_own)(struct registry *reg, const struct owner *o, int *fd,

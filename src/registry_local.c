@@ -32,6 +32,9 @@
  *                   and by identity (a bind mount, a container's mount).
  *   staging/        staging (acq.PID.RAND) and release (rel.PID.RAND)
  *                   directories.
+ *   queue/SEQ.PID.RAND  one entry per waiter, flock()ed by it while it
+ *                   waits: the FIFO wait queue (described atop
+ *                   local_wait.c). Made by the first waiter.
  *   tmp             the format stamp, a file: "wslock registry format 2".
  *                   0.1 kept its staging in a directory tmp/, so a 0.1
  *                   binary refuses a registry where tmp is a file (77).
@@ -75,6 +78,11 @@
  *    command keeps live or nested, then dead: recovery required. A nested
  *    run killed at any point leaves no file; its command keeps the lock
  *    live until it ends.
+ *  - a waiter, at any step (queue:created, queue:joined, while it sleeps):
+ *    its queue entry, abandoned (its kernel lock is gone): the waiter
+ *    behind it moves up at once; the next scan under .coordination or
+ *    reclaim removes it. After queue:left (unlinked, not yet closed):
+ *    nothing. A waiter holds nothing else, so a crash changes no lock.
  * The coordination lock is dropped by the kernel in every case.
  *
  * Durability: a published lock must survive a power cut together with its
@@ -493,6 +501,9 @@ static int local_try_acquire(struct registry *reg, const struct owner *o,
 		goto out;
 	for (i = 0; i < n; i++)
 		lockrules_conflict_keep(conflict, &ov[i].entry);
+	/* The FIFO wait queue (local_wait.c): no barging past a waiter. */
+	if (queue_check(reg, o, conflict, err) != 0)
+		goto out;
 	if (conflict->state != LOCK_FREE) {
 		rc = ACQUIRE_CONFLICT;
 		goto out;
@@ -501,6 +512,8 @@ static int local_try_acquire(struct registry *reg, const struct owner *o,
 out:
 	lock_overlaps_free(ov, n);
 	local_unlock(reg);
+	if (rc == ACQUIRE_DONE)
+		queue_leave(reg);	/* wakes the waiter behind */
 	return rc;
 }
 
@@ -583,6 +596,8 @@ static int local_release(struct registry *reg, const char *workspace,
 out:
 	lock_entry_free(&e);
 	local_unlock(reg);
+	if (rc == 0)
+		queue_poke_stopped(reg);
 	return rc;
 }
 
@@ -714,6 +729,8 @@ out:
 	local_unlock(reg);
 	if (rc == 0) {
 		wsl_error_clear(err);
+		if (next == NULL)
+			queue_poke_stopped(reg);	/* the workspace is free */
 	}
 	return rc;
 }
@@ -854,6 +871,8 @@ const struct registry_ops registry_local_ops = {
 	.garbage = local_garbage,
 	.wait_prepare = local_wait_prepare,
 	.wait = local_wait,
+	.wait_end = local_wait_end,
+	.wait_until_change = true,
 	.keepalive = NULL,
 	.nest_lock = local_nest_lock,
 };

@@ -1,7 +1,8 @@
 /* registry_local.h - internal to the local backend: the state and the
  * functions its files share (registry_local.c, the on-disk protocol, whose
  * header comment describes the layout and the crash steps; local_open.c,
- * local_wait.c, local_markers.c, local_list.c, local_garbage.c). Nothing
+ * local_wait.c, local_queue.c, local_markers.c, local_list.c, local_garbage.c).
+ * Nothing
  * outside these files includes it: the rest of wslock sees the backend through
  * registry_local_ops (registry_backend.h) and local_open (registry.h).
  *
@@ -28,12 +29,15 @@
 #define ID_MARKER ".marker"
 #define ID_BELOW ".below"	/* ids/IA/KEY.below: KEY is below IA */
 
+struct local_queue;
+
 /* The local backend's own state (reg->backend): nobody else sees it. */
 struct local {
 	bool exists;		/* false: opened read-only and not there */
 	int dir_fd, locks_fd, nest_fd, tmp_fd, coord_fd;
 	int coord_held;		/* 0, LOCK_SH or LOCK_EX */
 	int watch_fd;		/* inotify on locks/, or -1 */
+	struct local_queue *queue;	/* the wait queue (local_wait.c), or NULL */
 	enum fs_kind fs_kind;	/* of the registry directory */
 	int ids_fd;		/* ids/, the identity space (DESIGN.md section 3) */
 	int format;		/* 1 (0.1: staging in tmp/) or REGISTRY_FORMAT */
@@ -98,6 +102,10 @@ int upgrade(struct registry *reg, struct wsl_error *err);
  * 0 when there is none or it is in a pid namespace this one cannot see. */
 long flock_holder(const struct stat *st);
 
+/* Whether pid is stopped (state T or t in /proc/PID/stat: SIGSTOP,
+ * Ctrl-Z, a tracer); false when it cannot be read. */
+bool pid_stopped(long pid);
+
 /* Takes the coordination lock (op LOCK_SH or LOCK_EX), waiting until dl
  * (NULL: the registry's bound, else unbounded); fails with
  * WSL_REGISTRY_BUSY naming the holder when the wait ends. A LOCK_EX on a
@@ -109,11 +117,99 @@ int local_coord_lock(struct registry *reg, int op, struct wsl_error *err);
 void local_unlock(struct registry *reg);
 
 /* The registry contract's wait_prepare and wait (registry.h): an inotify
- * watch on locks/, then a poll on it and sigfd for at most timeout_ms (ms);
- * wait returns 1 when sigfd is readable, else 0. */
+ * watch on locks/ and a request to join the queue on the next conflict;
+ * then a sleep on what queue_check recorded (the entry of the waiter
+ * ahead, else the holder: its live file, nested file, pidfd, and the
+ * release notice on locks/) and sigfd, for at most timeout_ms (ms; < 0:
+ * no bound); wait returns 1 when sigfd is readable, else 0. */
 int local_wait_prepare(struct registry *reg, struct wsl_error *err);
 int local_wait(struct registry *reg, int sigfd, long timeout_ms,
 	       struct wsl_error *err);
+
+/* ---- local_queue.c: the wait queue (queue/, described atop local_wait.c) ---- */
+
+#define QUEUE_DIR "queue"
+#define QUEUE_NAME_MAX 64	/* an entry's name, SEQ.PID.RAND, with its NUL */
+
+/* What a waiter sleeps on (queue_check records it, local_wait sleeps). */
+enum queue_target {
+	TARGET_NONE,
+	TARGET_ENTRY,		/* the nearest conflicting waiter ahead */
+	TARGET_LOCK,		/* the holder of the conflicting lock */
+};
+
+/* The wait state of one registry (struct local's queue). */
+struct local_queue {
+	int dir_fd;			/* queue/, or -1 */
+	int fd;				/* our entry (LOCK_EX), or -1: not queued */
+	char name[QUEUE_NAME_MAX];
+	unsigned long long seq;
+	bool join;			/* wait_prepare: join at the next conflict */
+	int watch_fd;			/* inotify for one wait's watches, or -1 */
+	int own_pidfd;			/* the acquire --pid holder's pidfd, or -1 */
+	bool own_tried;
+	pid_t own_pid;			/* o->pid of the last try */
+	unsigned long long own_ticks;
+	bool own_has_ticks;
+	/* What the last queue_check found to sleep on. */
+	enum queue_target target;
+	char t_name[QUEUE_NAME_MAX];	/* TARGET_ENTRY: the entry ahead */
+	dev_t t_dev;
+	ino_t t_ino;
+	long t_pid;
+	char t_pidns[WSL_PIDNS_MAX + 1];
+	char t_key[WSL_KEY_HEX + 1];	/* TARGET_LOCK: the conflicting lock */
+	bool t_live, t_nested, t_pid_watch;
+	ino_t t_live_ino;
+	pid_t t_holder;
+	unsigned long long t_ticks;
+	bool t_has_ticks;
+	char inside_of[QUEUE_NAME_MAX];	/* the entry queue_chain_inside was asked for */
+	bool inside;			/* and its answer */
+};
+
+/* reg's wait state, made on first use; NULL when out of memory. */
+struct local_queue *queue_state(struct registry *reg);
+
+/* Whether the waiter that wrote an entry (pid, in pid namespace pidns) is
+ * stopped; another namespace's by the pid /proc/locks names for the
+ * entry's kernel lock (the file dev/ino). False when not known. */
+bool queue_stopped_pid(long pid, const char *pidns, dev_t dev, ino_t ino);
+
+
+/* Under the exclusive coordination lock, after the lock checks of an
+ * acquire of o: the queue's part of the verdict. *conflict is the lock
+ * conflict found (LOCK_FREE: none). A conflicting waiter that arrived
+ * earlier and still waits makes a free workspace a conflict too (no
+ * barging): then *conflict describes that waiter (queued set). Records
+ * what local_wait is to sleep on (that waiter's entry, else the lock
+ * conflict's holder), joins the queue on a conflict once
+ * local_wait_prepare asked for it, collects abandoned entries, and wakes
+ * the successors of stopped waiters it passes over. 0, or -1 with err. */
+int queue_check(struct registry *reg, const struct owner *o,
+		struct lock_entry *conflict, struct wsl_error *err);
+
+/* Leaves the queue if queued (no error): the entry is closed, which wakes
+ * the waiters sleeping on it, then unlinked. */
+void queue_leave(struct registry *reg);
+
+/* After a lock went (release, reclaim; without the coordination lock, so
+ * that the next holder need not wait for it): wakes the waiters sleeping
+ * on every stopped waiter, so that a stopped waiter does not keep a free
+ * workspace from the ones behind it. No error. */
+void queue_poke_stopped(struct registry *reg);
+
+/* local_wait.c: the registry contract's wait_end (registry.h): leaves the
+ * queue, drops the wait's state. local_wait_close also frees it
+ * (local_close). */
+void local_wait_end(struct registry *reg);
+void local_wait_close(struct registry *reg);
+
+/* reclaim's part (local_garbage): counts (and with remove unlinks) the
+ * queue entries whose kernel lock is free (abandoned: their waiter died);
+ * adds them to *n. -1 with err when queue/ cannot be read. */
+int queue_garbage(struct registry *reg, bool remove, size_t *n,
+		  struct wsl_error *err);
 
 /* ---- local_markers.c: nest/ and ids/ markers, overlaps ---- */
 

@@ -57,11 +57,13 @@ fi
 ACQ="acquire:staged acquire:staging-synced acquire:markers-written acquire:published acquire:dir-synced"
 REL="release:renamed release:markers-removed"
 TAKE="journal:opened takeover:journaled takeover:owner-staged takeover:live-replaced takeover:owner-replaced takeover:retained-dropped"
-COLS=(acquire run run_nested release recover recover_cmd reclaim run_retain acquire_reclaim recover_retained recover_corrupt)
+QUEUE="queue:created queue:joined queue:sleeping queue:left"
+COLS=(acquire run run_nested run_wait release recover recover_cmd reclaim run_retain acquire_reclaim recover_retained recover_corrupt)
 declare -A HEAD=(
 	[acquire]="acquire"
 	[run]="run"
 	[run_nested]="run(nested)"
+	[run_wait]="run(waits)"
 	[release]="release"
 	[recover]="recover"
 	[recover_cmd]="recover--CMD"
@@ -75,6 +77,7 @@ declare -A EXPECT=(
 	[acquire]="$ACQ"
 	[run]="$ACQ $REL"
 	[run_nested]="$ACQ $REL"
+	[run_wait]="$QUEUE $ACQ $REL"
 	[release]="$REL"
 	[recover]="$TAKE $REL"
 	[recover_cmd]="$TAKE $REL"
@@ -192,6 +195,13 @@ crash_run() {
 		tok=$(jq -r .token <<<"$OWNER")
 		cmd=(release --token "$tok" "$WS")
 		;;
+	run_wait)
+		# A run that has to wait (it joins the queue), then gets the
+		# lock once the holder releases; a second waiter queued behind
+		# it must be served whatever step the first dies at.
+		{ crash_run_wait "$step"; } 2>/dev/null
+		return
+		;;
 	recover | recover_cmd)
 		setup_dead_owner || return 1
 		W inspect --owner "$WS" >"$CELL/expected.json"
@@ -224,6 +234,45 @@ crash_run() {
 	CRASH_STATUS=$?
 	# The job that held the lock dies with the crashed command.
 	[ -n "$HOLDER" ] && kill_holder "$HOLDER"
+	return 0
+}
+
+# The run_wait cell: $WS held by a live acquire holder; the crashing run
+# waits in the queue with a plain waiter behind it; the holder releases.
+# Sets CRASH_STATUS; the second waiter must end with 0 (it got the lock)
+# or 69 (the first died holding it: recovery required).
+crash_run_wait() {
+	local step=$1 tok pid second st
+	start_sleeper
+	HOLDER=$SLEEPER
+	OWNER=$(W acquire --pid "$HOLDER" "$WS") || { bad "setup: acquire failed"; return 1; }
+	tok=$(jq -r .token <<<"$OWNER")
+	# Started directly (not under timeout), so that $! is the pid its
+	# queue entry names; cleanup kills them, every wait below is bounded.
+	{ WSLOCK_CRASH_AT=$step "$WSLOCK_TEST" run "$WS" -- true \
+		</dev/null >"$CELL/crash.out" 2>"$CELL/crash.err" & } 2>/dev/null
+	pid=$!
+	PIDS+=("$pid")
+	wait_for "compgen -G '$WSLOCK_DIR/queue/*.$pid.*' >/dev/null || ! is_running $pid" 30 ||
+		{ bad "setup: the waiting run never queued"; return 1; }
+	"$WSLOCK" run "$WS" -- true </dev/null >"$CELL/second.out" 2>"$CELL/second.err" &
+	second=$!
+	PIDS+=("$second")
+	# The second is queued behind the first (or the first already died).
+	wait_for "compgen -G '$WSLOCK_DIR/queue/*.$second.*' >/dev/null || ! is_running $second" 30 ||
+		{ bad "setup: the second waiter never queued"; return 1; }
+	W release --token "$tok" "$WS" >/dev/null 2>&1 || { bad "setup: release failed"; return 1; }
+	wait_for "! is_running $pid && ! is_running $second" 60 ||
+		{ bad "a waiter did not finish after the release"; return 1; }
+	{ wait "$pid"; } 2>/dev/null
+	CRASH_STATUS=$?
+	wait "$second"
+	st=$?
+	case $st in
+	0 | 69) ;;
+	*) bad "the waiter behind exited $st: $(head -c 300 "$CELL/second.err")" ;;
+	esac
+	kill_holder "$HOLDER"
 	return 0
 }
 

@@ -1,0 +1,570 @@
+/* local_queue.c - the local backend's FIFO wait queue: its entries in
+ * queue/ (read, joined, left, collected) and the queue's part of an
+ * acquire's verdict (queue_check). The protocol, its invariants and what
+ * a crash leaves are described atop local_wait.c, which sleeps on what
+ * queue_check records.
+ */
+#include "registry_local.h"
+#include "fsx.h"
+#include "platform.h"
+#include "testhook.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define QUEUE_MAGIC "wslock-queue-1"
+#define QUEUE_SEQ_DIGITS 20
+/* An entry's bytes at most: the fields and two paths. */
+#define QUEUE_ENTRY_MAX (2 * PATH_MAX + WSL_PIDNS_MAX + MOUNTINFO_FS_MAX + 160)
+
+/* What an entry asks for. Issue 15 adds a shared mode: two shared entries
+ * will not conflict. */
+enum queue_mode { QUEUE_EXCLUSIVE };
+
+/* One live entry as read from queue/. */
+struct queue_entry {
+	char name[QUEUE_NAME_MAX];
+	unsigned long long seq;
+	dev_t dev;
+	ino_t ino;
+	enum queue_mode mode;
+	long pid;			/* in the waiter's pid namespace */
+	char pidns[WSL_PIDNS_MAX + 1];
+	char since[WSL_TIME_LEN + 1];	/* arrival */
+	char fs[MOUNTINFO_FS_MAX + 1];	/* "" when unknown */
+	char fspath[PATH_MAX];
+	char workspace[PATH_MAX];
+};
+
+struct local_queue *queue_state(struct registry *reg)
+{
+	struct local_queue *q = loc(reg)->queue;
+
+	if (q != NULL)
+		return q;
+	q = calloc(1, sizeof(*q));
+	if (q == NULL)
+		return NULL;
+	q->dir_fd = q->fd = q->watch_fd = q->own_pidfd = -1;
+	loc(reg)->queue = q;
+	return q;
+}
+
+/* Opens queue/ when it exists (with create: makes it); 0 when it is open
+ * or missing without create. */
+static int queue_open_dir(struct registry *reg, struct local_queue *q, bool create,
+			  struct wsl_error *err)
+{
+	char path[PATH_MAX];
+	struct wsl_error local = { 0 };
+
+	if (q->dir_fd >= 0 || loc(reg)->dir_fd < 0)
+		return 0;
+	if (path_join(path, reg->path, QUEUE_DIR, err) != 0)
+		return -1;
+	q->dir_fd = fsx_open_dir_checked(loc(reg)->dir_fd, QUEUE_DIR, path, create, &local);
+	if (q->dir_fd >= 0)
+		return 0;
+	if (!create && local.code == WSL_IO && local.sys_errno == ENOENT) {
+		wsl_error_clear(&local);
+		return 0;
+	}
+	*err = local;
+	return -1;
+}
+
+/* Whether name is an entry's name: SEQ (QUEUE_SEQ_DIGITS digits) and a
+ * dot; *seq gets SEQ. */
+static bool queue_name_seq(const char *name, unsigned long long *seq)
+{
+	unsigned long long v = 0;
+	int i;
+
+	for (i = 0; i < QUEUE_SEQ_DIGITS; i++) {
+		if (name[i] < '0' || name[i] > '9')
+			return false;
+		v = v * 10 + (unsigned long long)(name[i] - '0');
+	}
+	if (name[i] != '.' || strlen(name) >= QUEUE_NAME_MAX)
+		return false;
+	*seq = v;
+	return true;
+}
+
+/* The next NUL-terminated field of buf[*at..len) into out (cap bytes). */
+static bool queue_field(const char *buf, size_t len, size_t *at, char *out, size_t cap)
+{
+	const char *end = memchr(buf + *at, '\0', len - *at);
+	size_t n;
+
+	if (*at >= len || end == NULL)
+		return false;
+	n = (size_t)(end - (buf + *at));
+	if (n >= cap)
+		return false;
+	memcpy(out, buf + *at, n + 1);
+	*at += n + 1;
+	return true;
+}
+
+static bool queue_parse(const char *buf, size_t len, struct queue_entry *e)
+{
+	char magic[32], mode[16], pid[24], *end;
+	size_t at = 0;
+
+	if (!queue_field(buf, len, &at, magic, sizeof(magic)) ||
+	    strcmp(magic, QUEUE_MAGIC) != 0 ||
+	    !queue_field(buf, len, &at, mode, sizeof(mode)) ||
+	    !queue_field(buf, len, &at, pid, sizeof(pid)) ||
+	    !queue_field(buf, len, &at, e->pidns, sizeof(e->pidns)) ||
+	    !queue_field(buf, len, &at, e->since, sizeof(e->since)) ||
+	    !queue_field(buf, len, &at, e->fs, sizeof(e->fs)) ||
+	    !queue_field(buf, len, &at, e->fspath, sizeof(e->fspath)) ||
+	    !queue_field(buf, len, &at, e->workspace, sizeof(e->workspace)))
+		return false;
+	if (strcmp(mode, "exclusive") != 0)
+		return false;	/* a mode this binary does not know: see issue 15 */
+	e->mode = QUEUE_EXCLUSIVE;
+	errno = 0;
+	e->pid = strtol(pid, &end, 10);
+	return errno == 0 && *end == '\0' && e->pid > 0 && e->workspace[0] == '/';
+}
+
+/*
+ * Reads the live entries of queue/ into a new array (*out, *n, sorted by
+ * SEQ; free it); *max gets the highest SEQ named (abandoned ones too). An
+ * entry whose kernel lock is free is abandoned: with gc (the caller holds
+ * .coordination LOCK_EX, so no entry is being made) it is unlinked, and
+ * *abandoned counts them. Entries that are not regular private files or
+ * cannot be parsed are passed over (never trusted, never removed here).
+ */
+static int queue_read(struct registry *reg, struct local_queue *q, bool gc,
+		      struct queue_entry **out, size_t *n, unsigned long long *max,
+		      size_t *abandoned, struct wsl_error *err)
+{
+	char **names = NULL, *buf = NULL;
+	size_t count = 0, i, cap = 0;
+	struct queue_entry *ents = NULL;
+
+	*out = NULL;
+	*n = 0;
+	*max = 0;
+	if (q->dir_fd < 0)
+		return 0;
+	if (list_names(q->dir_fd, &names, &count) != 0)
+		return wsl_error_errno(err, WSL_IO, errno, "cannot read %s/%s", reg->path,
+				       QUEUE_DIR);
+	buf = malloc(QUEUE_ENTRY_MAX);
+	if (buf == NULL && count > 0) {
+		free_names(names, count);
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	}
+	for (i = 0; i < count; i++) {
+		unsigned long long seq;
+		struct stat st;
+		ssize_t len;
+		int fd;
+
+		if (!queue_name_seq(names[i], &seq))
+			continue;
+		if (seq > *max)
+			*max = seq;
+		if (q->fd >= 0 && strcmp(names[i], q->name) == 0)
+			continue;
+		fd = fsx_openat(q->dir_fd, names[i], O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+		    (st.st_mode & 077) != 0) {
+			fsx_close(fd);
+			continue;
+		}
+		if (fsx_flock(fd, LOCK_SH | LOCK_NB) == 0) {
+			fsx_close(fd);
+			if (abandoned != NULL)
+				(*abandoned)++;
+			if (gc)
+				unlinkat(q->dir_fd, names[i], 0);
+			continue;
+		}
+		len = fsx_read_all(fd, buf, QUEUE_ENTRY_MAX);
+		fsx_close(fd);
+		if (*n == cap) {
+			struct queue_entry *p;
+			cap = cap ? cap * 2 : 8;
+			p = realloc(ents, cap * sizeof(*p));
+			if (p == NULL) {
+				free(ents);
+				free(buf);
+				free_names(names, count);
+				return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+			}
+			ents = p;
+		}
+		memset(&ents[*n], 0, sizeof(ents[*n]));
+		if (len <= 0 || !queue_parse(buf, (size_t)len, &ents[*n]))
+			continue;
+		snprintf(ents[*n].name, sizeof(ents[*n].name), "%s", names[i]);
+		ents[*n].seq = seq;
+		ents[*n].dev = st.st_dev;
+		ents[*n].ino = st.st_ino;
+		(*n)++;
+	}
+	free(buf);
+	free_names(names, count);
+	/* list_names does not sort; SEQ order is arrival order. */
+	for (i = 1; i < *n; i++) {
+		struct queue_entry t = ents[i];
+		size_t j = i;
+		while (j > 0 && ents[j - 1].seq > t.seq) {
+			ents[j] = ents[j - 1];
+			j--;
+		}
+		ents[j] = t;
+	}
+	*out = ents;
+	return 0;
+}
+
+/* Whether two waiters' workspaces nest: by canonical path, or by identity
+ * (filesystem and path inside it) when both are known. */
+static bool queue_overlap(const char *ws_a, const char *fs_a, const char *fsp_a,
+			  const char *ws_b, const char *fs_b, const char *fsp_b)
+{
+	if (wspath_within(ws_a, ws_b) || wspath_within(ws_b, ws_a))
+		return true;
+	return fs_a[0] != '\0' && fs_b[0] != '\0' && strcmp(fs_a, fs_b) == 0 &&
+	       (wspath_within(fsp_a, fsp_b) || wspath_within(fsp_b, fsp_a));
+}
+
+static bool queue_conflict(const struct queue_entry *a, const struct queue_entry *b)
+{
+	/* Issue 15: two shared entries will not conflict. */
+	return queue_overlap(a->workspace, a->fs, a->fspath, b->workspace, b->fs, b->fspath);
+}
+
+/* Whether the waiter of entry e is stopped (SIGSTOP, Ctrl-Z): by its pid
+ * when it is in our pid namespace, else by the pid /proc/locks names for
+ * its kernel lock (0 when invisible: not known to be stopped). */
+bool queue_stopped_pid(long pid, const char *pidns, dev_t dev, ino_t ino)
+{
+	char ours[WSL_PIDNS_MAX + 1];
+	struct stat st;
+
+	if (platform_pid_namespace(0, ours) == 0 && strcmp(ours, pidns) == 0)
+		return pid_stopped(pid);
+	memset(&st, 0, sizeof(st));
+	st.st_dev = dev;
+	st.st_ino = ino;
+	pid = flock_holder(&st);
+	return pid > 0 && pid_stopped(pid);
+}
+
+static bool queue_stopped(const struct queue_entry *e)
+{
+	return queue_stopped_pid(e->pid, e->pidns, e->dev, e->ino);
+}
+
+/* Wakes the waiters sleeping on entry name: an open for writing and its
+ * close (IN_CLOSE_WRITE); the bytes are not touched. */
+static void queue_poke(struct local_queue *q, const char *name)
+{
+	int fd = fsx_openat(q->dir_fd, name, O_WRONLY | O_NONBLOCK | O_NOCTTY, 0);
+
+	fsx_close(fd);
+}
+
+/* Whether a lock that a waiter in the chain C waits for (a lock on, above
+ * or below the workspace of an entry of C) is one this acquire runs inside
+ * (reg->inside, from o's pid): then queuing behind C would wait for
+ * itself. */
+static bool queue_chain_inside(struct registry *reg, const struct owner *o,
+			       const struct queue_entry *ents, const bool *in_chain,
+			       size_t n)
+{
+	struct wsl_error ignored = { 0 };
+	size_t i, j;
+
+	if (reg->inside == NULL)
+		return false;
+	for (i = 0; i < n; i++) {
+		char key[WSL_KEY_HEX + 1];
+		struct overlap *ov = NULL;
+		struct lock_entry e;
+		size_t m = 0;
+		bool inside = false;
+
+		if (!in_chain[i])
+			continue;
+		crypto_path_key(ents[i].workspace, key);
+		if (local_get_key(reg, key, false, &e, &ignored) == 0) {
+			inside = e.state != LOCK_FREE && reg->inside(&e, o->pid);
+			lock_entry_free(&e);
+		}
+		if (!inside && local_overlaps(reg, ents[i].workspace, false, &ov, &m, &ignored) == 0)
+			for (j = 0; j < m && !inside; j++)
+				inside = reg->inside(&ov[j].entry, o->pid);
+		lock_overlaps_free(ov, m);
+		wsl_error_clear(&ignored);
+		if (inside)
+			return true;
+	}
+	return false;
+}
+
+/* Our own side of the conflict test, as an entry; with full, also what
+ * only our own entry needs (pid namespace, arrival time). */
+static void queue_self(const struct owner *o, struct queue_entry *me, bool full)
+{
+	memset(me, 0, sizeof(*me));
+	me->mode = QUEUE_EXCLUSIVE;
+	me->pid = (long)getpid();
+	snprintf(me->workspace, sizeof(me->workspace), "%s", o->workspace_root);
+	if (!owner_identity(o, o->workspace_root, me->fs, me->fspath))
+		me->fs[0] = me->fspath[0] = '\0';
+	if (!full)
+		return;
+	if (platform_pid_namespace(0, me->pidns) != 0)
+		me->pidns[0] = '\0';
+	platform_now_iso(me->since);
+}
+
+/* Joins the queue as SEQ seq; the caller holds .coordination LOCK_EX. */
+static int queue_join(struct registry *reg, struct local_queue *q,
+		      const struct owner *o, unsigned long long seq,
+		      struct wsl_error *err)
+{
+	char rnd[9], name[QUEUE_NAME_MAX], pid[24];
+	char *buf;
+	struct queue_entry me;
+	size_t len = 0;
+	int fd;
+
+	if (queue_open_dir(reg, q, true, err) != 0)
+		return -1;
+	crypto_random_hex(rnd, 4);
+	snprintf(name, sizeof(name), "%0*llu.%ld.%s", QUEUE_SEQ_DIGITS, seq,
+		 (long)getpid(), rnd);
+	fd = fsx_openat(q->dir_fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOCTTY, 0600);
+	if (fd < 0)
+		return wsl_error_errno(err, WSL_IO, errno, "cannot create %s/%s/%s",
+				       reg->path, QUEUE_DIR, name);
+	CRASH_POINT("queue:created");
+	buf = malloc(QUEUE_ENTRY_MAX);
+	if (buf == NULL || fsx_flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		wsl_error_errno(err, WSL_IO, buf == NULL ? ENOMEM : errno,
+				"cannot lock %s/%s/%s", reg->path, QUEUE_DIR, name);
+		goto fail;
+	}
+	queue_self(o, &me, true);
+	snprintf(pid, sizeof(pid), "%ld", me.pid);
+	{
+		const char *fields[] = { QUEUE_MAGIC, "exclusive", pid, me.pidns, me.since,
+					 me.fs, me.fspath, me.workspace };
+		for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+			size_t l = strlen(fields[i]) + 1;
+			memcpy(buf + len, fields[i], l);
+			len += l;
+		}
+	}
+	if (fsx_write_all(fd, buf, len) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot write %s/%s/%s", reg->path,
+				QUEUE_DIR, name);
+		goto fail;
+	}
+	free(buf);
+	CRASH_POINT("queue:joined");
+	q->fd = fd;
+	q->seq = seq;
+	snprintf(q->name, sizeof(q->name), "%s", name);
+	return 0;
+fail:
+	free(buf);
+	unlinkat(q->dir_fd, name, 0);
+	fsx_close(fd);
+	return -1;
+}
+
+void queue_leave(struct registry *reg)
+{
+	struct local_queue *q = loc(reg)->queue;
+
+	if (q == NULL || q->fd < 0)
+		return;
+	/* Unlinked while still locked, so no scan takes the name for
+	 * abandoned and a later entry of the same name is never ours to
+	 * unlink; the close then wakes the waiter behind. */
+	unlinkat(q->dir_fd, q->name, 0);
+	CRASH_POINT("queue:left");
+	fsx_close(q->fd);
+	q->fd = -1;
+	q->name[0] = '\0';
+}
+
+/* Whether o's holder is in this process's pid space (host and pid
+ * namespace), where its pid can be watched. */
+static bool holder_here(const struct owner *o)
+{
+	char host[WSL_HOST_MAX + 1], ns[WSL_PIDNS_MAX + 1];
+
+	return platform_hostname(host) == 0 && strcmp(host, o->host) == 0 &&
+	       platform_pid_namespace(0, ns) == 0 &&
+	       strcmp(ns, o->has_pid_namespace ? o->pid_namespace : WSL_PIDNS_INITIAL) == 0;
+}
+
+/* Records the lock conflict c as what to sleep on. */
+static void queue_target_lock(struct local_queue *q, const struct lock_entry *c)
+{
+	q->target = TARGET_NONE;
+	if (c->state == LOCK_FREE || c->queued)
+		return;
+	q->target = TARGET_LOCK;
+	snprintf(q->t_key, sizeof(q->t_key), "%s", c->key);
+	q->t_live = c->live_held;
+	q->t_live_ino = c->live_ino;
+	q->t_nested = c->nested_held;
+	q->t_pid_watch = c->has_owner && !c->live_held && !c->nested_held &&
+			 c->liveness == LIVENESS_LIVE && holder_here(&c->owner);
+	q->t_holder = c->has_owner ? c->owner.pid : 0;
+	q->t_has_ticks = c->has_owner && c->owner.has_start_ticks;
+	q->t_ticks = c->has_owner ? c->owner.start_ticks : 0;
+}
+
+int queue_check(struct registry *reg, const struct owner *o,
+		struct lock_entry *conflict, struct wsl_error *err)
+{
+	struct local_queue *q = queue_state(reg);
+	struct queue_entry *ents = NULL, me;
+	struct wsl_error jerr = { 0 };
+	unsigned long long max = 0, mine;
+	size_t n = 0, i;
+	bool *in_chain = NULL;
+	long nearest = -1;
+
+	if (q == NULL)
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	q->own_pid = o->pid;
+	q->own_has_ticks = o->has_start_ticks;
+	q->own_ticks = o->start_ticks;
+	if (queue_open_dir(reg, q, false, err) != 0)
+		return -1;
+	if (queue_read(reg, q, true, &ents, &n, &max, NULL, err) != 0)
+		return -1;
+	queue_self(o, &me, false);
+	mine = q->fd >= 0 ? q->seq : ~0ULL;
+	in_chain = n > 0 ? calloc(n, sizeof(*in_chain)) : NULL;
+	if (n > 0 && in_chain == NULL) {
+		free(ents);
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	}
+	/* From the nearest entry ahead back to the head: the chain of
+	 * waiters this one would wait for, directly or through others. */
+	for (i = n; i-- > 0;) {
+		bool direct, chained;
+		size_t j;
+
+		if (ents[i].seq >= mine)
+			continue;
+		direct = queue_conflict(&me, &ents[i]);
+		chained = direct;
+		for (j = i + 1; j < n && !chained; j++)
+			chained = in_chain[j] && queue_conflict(&ents[j], &ents[i]);
+		if (!chained)
+			continue;
+		if (queue_stopped(&ents[i])) {
+			queue_poke(q, ents[i].name);
+			continue;
+		}
+		in_chain[i] = true;
+		if (direct && nearest < 0)
+			nearest = (long)i;
+	}
+	/* Asked once per entry slept on (it reads every lock the chain
+	 * meets): a waiter behind W stays behind W until W leaves. */
+	if (nearest >= 0 && strcmp(q->inside_of, ents[nearest].name) != 0) {
+		snprintf(q->inside_of, sizeof(q->inside_of), "%s", ents[nearest].name);
+		q->inside = queue_chain_inside(reg, o, ents, in_chain, n);
+	}
+	if (nearest >= 0 && q->inside)
+		nearest = -1;	/* it would wait for itself: pass the queue by */
+	if (nearest >= 0) {
+		const struct queue_entry *p = &ents[nearest];
+
+		q->target = TARGET_ENTRY;
+		snprintf(q->t_name, sizeof(q->t_name), "%s", p->name);
+		q->t_dev = p->dev;
+		q->t_ino = p->ino;
+		q->t_pid = p->pid;
+		snprintf(q->t_pidns, sizeof(q->t_pidns), "%s", p->pidns);
+		if (conflict->state == LOCK_FREE) {
+			lock_entry_free(conflict);
+			conflict->state = LOCK_HELD;
+			conflict->queued = true;
+			conflict->probed = true;
+			conflict->liveness = LIVENESS_LIVE;
+			snprintf(conflict->workspace_root, sizeof(conflict->workspace_root), "%s",
+				 p->workspace);
+			crypto_path_key(p->workspace, conflict->key);
+			conflict->owner.pid = (pid_t)p->pid;
+			snprintf(conflict->owner.acquired_at, sizeof(conflict->owner.acquired_at),
+				 "%s", p->since);
+			snprintf(conflict->reason, sizeof(conflict->reason),
+				 "pid %ld waits in the queue for %s and arrived first (since %s)",
+				 p->pid, p->workspace, p->since);
+		}
+	} else {
+		queue_target_lock(q, conflict);
+	}
+	free(in_chain);
+	free(ents);
+	/* Joined only to wait: at a conflict, once the caller prepared a
+	 * wait. A queue that cannot be joined still lets it wait, unordered. */
+	if (q->join && q->fd < 0 && conflict->state != LOCK_FREE &&
+	    queue_join(reg, q, o, max + 1, &jerr) != 0)
+		wsl_error_clear(&jerr);
+	return 0;
+}
+
+void queue_poke_stopped(struct registry *reg)
+{
+	struct local_queue *q = queue_state(reg);
+	struct wsl_error ignored = { 0 };
+	struct queue_entry *ents = NULL;
+	unsigned long long max;
+	size_t n = 0, i;
+
+	/* Every stopped waiter (a poke wakes only the ones sleeping on it);
+	 * no collection: this runs without .coordination. */
+	if (q == NULL || queue_open_dir(reg, q, false, &ignored) != 0 || q->dir_fd < 0 ||
+	    queue_read(reg, q, false, &ents, &n, &max, NULL, &ignored) != 0) {
+		wsl_error_clear(&ignored);
+		return;
+	}
+	for (i = 0; i < n; i++)
+		if (queue_stopped(&ents[i]))
+			queue_poke(q, ents[i].name);
+	free(ents);
+}
+
+int queue_garbage(struct registry *reg, bool remove, size_t *n, struct wsl_error *err)
+{
+	struct local_queue *q = queue_state(reg);
+	struct queue_entry *ents = NULL;
+	unsigned long long max;
+	size_t live = 0;
+
+	if (q == NULL)
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	if (queue_open_dir(reg, q, false, err) != 0 ||
+	    queue_read(reg, q, remove, &ents, &live, &max, n, err) != 0)
+		return -1;
+	free(ents);
+	return 0;
+}

@@ -34,7 +34,7 @@ static const struct cli_option common_options[] = {
 	{ "etcd-user", OPT_ETCD_USER, required_argument, "USER[:PASSWORD]",
 	  "etcd: user name and password (default $WSLOCK_ETCD_USER, $WSLOCK_ETCD_PASSWORD)" },
 	{ "etcd-timeout", OPT_ETCD_TIMEOUT, required_argument, "SECONDS",
-	  "etcd: connect and reply timeout of one request (default 5, or $WSLOCK_ETCD_TIMEOUT)" },
+	  "etcd: connect and reply timeout of one request (default 5, or $WSLOCK_ETCD_TIMEOUT); with -n all of one attempt's together, with -w by the deadline or one timeout after the last attempt began" },
 	{ "pretty", OPT_PRETTY, no_argument, NULL, "indent JSON output" },
 	{ "quiet", 'q', no_argument, NULL, "no waiting notice or hints on stderr" },
 	{ "verbose", 'v', no_argument, NULL, "say more on stderr" },

@@ -95,7 +95,12 @@ static int run_main(struct cli *c, int argc, char **argv)
 	 * live descriptor, or descent from its holder; never by a token):
 	 * run the command without acquiring again, holding the lock's
 	 * nested file so that the outer does not let go meanwhile. */
+	/* -w/-n bound its reads too (etcd's requests; the local registry
+	 * reads without its coordination lock), and only them: the wait
+	 * below has its own deadline. */
+	hold_registry_bound(&reg, &a.hold.wait);
 	rc = nest_find(&reg, ws, getpid(), &outer, &err);
+	registry_coord_bound(&reg, false, -1);
 	if (rc < 0)
 		goto fail;
 	if (rc == 1) {

@@ -338,6 +338,15 @@ const char *etcd_endpoint(const struct etcd_client *c)
 	return c->urls[c->current];
 }
 
+void etcd_start_at(struct etcd_client *c, const char *endpoint)
+{
+	size_t i;
+
+	for (i = 0; endpoint != NULL && i < c->n_urls; i++)
+		if (strcmp(c->urls[i], endpoint) == 0)
+			c->current = i;
+}
+
 /* ---- transport ------------------------------------------------------- */
 
 int body_add(struct body *b, const char *data, size_t n)
@@ -574,7 +583,7 @@ int call(struct etcd_client *c, const char *path, json_t *req,
 	enum wsl_code code = WSL_BACKEND_UNAVAILABLE;
 	enum attempt_end end;
 	char *text;
-	size_t i, idx;
+	size_t i, idx, start;
 	bool sent, reauthed = false;
 
 	*doc = NULL;
@@ -589,8 +598,8 @@ int call(struct etcd_client *c, const char *path, json_t *req,
 	json_decref(req);
 	if (text == NULL)
 		return wsl_error_set(err, WSL_INTERNAL, "out of memory");
-	for (i = 0; i < c->n_urls; i++) {
-		idx = (c->current + i) % c->n_urls;
+	for (i = 0, start = c->current; i < c->n_urls; i++) {
+		idx = (start + i) % c->n_urls;
 		end = attempt(c, c->urls[idx], path, text, strlen(text), doc,
 			      &code, &sent, why, sizeof(why));
 		if (end == ATTEMPT_OK) {
@@ -618,6 +627,11 @@ int call(struct etcd_client *c, const char *path, json_t *req,
 			return wsl_error_set(err, code, "etcd %s at %s: %s", path,
 					     c->urls[idx], why);
 		}
+		/* This endpoint failed: later calls start at the next one, so
+		 * that one that accepts connections but never answers costs
+		 * one timeout per client, not one per request. */
+		if (idx == c->current)
+			c->current = (idx + 1) % c->n_urls;
 		if (may_apply && sent) {
 			free(text);
 			wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,

@@ -21,7 +21,9 @@
  * on only when it cannot have been applied: nothing was sent (connection
  * refused, unresolvable host, connect timeout) or etcd refused it before
  * proposing it ("no leader", "too many requests", "not capable").  Each
- * attempt has the full timeout, so a call may take n_endpoints times it.  Any other failure of such a request
+ * attempt has the full timeout, so a call may take n_endpoints times it,
+ * but never past the deadline of etcd_set_deadline; an endpoint that
+ * failed is tried last by later calls.  Any other failure of such a request
  * leaves its outcome unknown: err->outcome_unknown is set (and the message
  * says "outcome unknown") and the caller must read the key back before
  * concluding anything.
@@ -186,9 +188,16 @@ void etcd_set_deadline(struct etcd_client *c, long long deadline_ms);
 /* Frees the client and closes its connections; NULL is ignored. */
 void etcd_close(struct etcd_client *c);
 
-/* The base URL that served the last successful request (the first endpoint
- * before any); owned by the client. */
+/* The base URL the next request goes to first: the one that served the
+ * last successful request, or the one after an endpoint that failed (the
+ * first endpoint before any); owned by the client. */
 const char *etcd_endpoint(const struct etcd_client *c);
+
+/* Makes endpoint (a base URL as etcd_endpoint returns it) the first one
+ * tried by the next request, when it is one of c's; so a client opened
+ * for a forked keeper starts where its parent's left off, past an
+ * endpoint that did not answer. */
+void etcd_start_at(struct etcd_client *c, const char *endpoint);
 
 /* Frees n key-values from etcd_range or a result; NULL is ignored. */
 void etcd_kvs_free(struct etcd_kv *kvs, size_t n);

@@ -87,6 +87,19 @@ int key_make(const struct etcd_state *s, const char *kind,
 	return 0;
 }
 
+void etcd_bound_requests(struct registry *reg, const struct registry_deadline *dl)
+{
+	struct etcd_state *s = state(reg);
+	long long at = dl != NULL ? dl->at_ms : reg->coord_bounded ? reg->coord_bound_ms : 0;
+	long long floor = platform_mono_ms() + s->timeout_ms;
+
+	/* The attempt at the -w deadline (and -n's only one) still gets one
+	 * request's time: else it would fail unsent, "unavailable". */
+	if (at > 0 && at < floor)
+		at = floor;
+	etcd_set_deadline(s->c, at);
+}
+
 void note_rev(struct etcd_state *s, long long rev)
 {
 	if (rev > s->last_rev)
@@ -233,6 +246,8 @@ static int client_own(struct etcd_state *s, struct wsl_error *err)
 		return 0;
 	if (client_new(s, &c, err) != 0)
 		return -1;
+	/* past an endpoint that did not answer the parent */
+	etcd_start_at(c, etcd_endpoint(s->c));
 	s->c = c;
 	s->pid = getpid();
 	return 0;

@@ -92,6 +92,13 @@ extern const char *const kind_names[KINDS];	/* the key of each K_* */
 /* P kind path into k; -1 (WSL_UNSAFE_PATH) when too long. */
 int key_make(const struct etcd_state *s, const char *kind,
 	     const char *path, struct key *k, struct wsl_error *err);
+/* Bounds the requests of the operation that starts (DESIGN.md 5b: never
+ * longer than -w/-n allow): by dl (acquire, run) or else by the bound of
+ * registry_coord_bound (release, recover, reclaim), made no earlier than
+ * one --etcd-timeout from now, so that -n and the attempt at the -w
+ * deadline still leave a healthy cluster time to answer; neither: by
+ * nothing but the timeout of each request. */
+void etcd_bound_requests(struct registry *reg, const struct registry_deadline *dl);
 /* Records rev as the last header revision seen (waits start there). */
 void note_rev(struct etcd_state *s, long long rev);
 /* The stored form of an owner document: owner_format and '\n', *len bytes

@@ -299,6 +299,7 @@ int etcd_get(struct registry *reg, const char *workspace, bool probe,
 {
 	struct kv_meta m;
 
+	etcd_bound_requests(reg, NULL);
 	if (read_entry(state(reg), workspace, probe, e, &m, err) != 0)
 		return -1;
 	if (e->state == LOCK_CORRUPT)
@@ -419,6 +420,7 @@ int etcd_get_chain(struct registry *reg, const char *workspace, bool probe,
 	*out = NULL;
 	*n = 0;
 	c.err = err;
+	etcd_bound_requests(reg, NULL);
 	c.paths = calloc(depth + 1, sizeof(*c.paths));
 	ms = calloc(depth + 1, sizeof(*ms));
 	*out = calloc(depth + 1, sizeof(**out));
@@ -466,6 +468,7 @@ int etcd_list(struct registry *reg, bool probe,
 {
 	struct list_ctx l = { fn, arg };
 
+	etcd_bound_requests(reg, NULL);
 	/* "lock" "" "/": every workspace path starts with '/'. */
 	return read_below(state(reg), "", probe, list_one, &l, err);
 }

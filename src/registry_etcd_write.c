@@ -212,6 +212,7 @@ int etcd_try_acquire(struct registry *reg, const struct owner *o,
 
 	memset(conflict, 0, sizeof(*conflict));
 	conflict->state = LOCK_FREE;
+	etcd_bound_requests(reg, dl);
 	if (depth > DEPTH_MAX)
 		return wsl_error_set(err, WSL_UNSAFE_PATH,
 				     "workspace %s is more than %d directories deep: too deep for one etcd transaction",
@@ -444,6 +445,7 @@ int etcd_release(struct registry *reg, const char *workspace,
 	size_t j;
 	int attempt, rc = -1;
 
+	etcd_bound_requests(reg, NULL);
 	for (j = 0; j < KINDS; j++)
 		if (key_make(s, kind_names[j], workspace, &k[j], err) != 0)
 			return -1;
@@ -549,6 +551,7 @@ int etcd_retain(struct registry *reg, const char *workspace,
 	bool ok;
 	int rc = -1;
 
+	etcd_bound_requests(reg, NULL);
 	if (key_make(s, "lock", workspace, &lk, err) != 0 ||
 	    key_make(s, "retained", workspace, &rk, err) != 0)
 		return -1;
@@ -649,6 +652,7 @@ int etcd_take_over(struct registry *reg, const char *workspace,
 	int rc = -1;
 
 	memset(prior, 0, sizeof(*prior));
+	etcd_bound_requests(reg, NULL);
 	if (key_make(s, "lock", workspace, &lk, err) != 0 ||
 	    key_make(s, "retained", workspace, &rk, err) != 0 ||
 	    key_make(s, "lease", workspace, &lease_k, err) != 0 ||

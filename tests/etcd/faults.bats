@@ -397,3 +397,41 @@ contend_until() {
 	no_violations
 }
 
+@test "faults: finding 8: an endpoint that never answers is skipped by later requests, the keeper's renewals too" {
+	"$PROXY" pause "$BATS_TEST_TMPDIR" A
+	# The command holds the lock for several TTLs, so its keeper renews
+	# many times; a renewal that tried A first would wait --etcd-timeout
+	# (half the TTL) and miss its deadline: SIGTERM, 78.
+	run on hostA "$PA,$PB" timeout -s KILL 60 "$WSLOCK" run --etcd-timeout 1 --lease-ttl $TTL \
+		--kill-after 0.5 "$WS" -- sh -c '
+			"$1" "$2" loop & p=$!
+			i=0; while [ $i -lt 60 ]; do sleep 0.1; i=$((i + 1)); done
+			touch "$2/stop"; wait $p' sh "$SECTION" "$FX"
+	[ "$status" -eq 0 ] || fail "run: $status $output"
+	[ ! -e "$FX/termed" ]
+	"$PROXY" resume "$BATS_TEST_TMPDIR" A
+	run wsl inspect --etcd-endpoints "$PB" "$WS"
+	jq_ok '.state == "free"'
+	no_violations
+}
+
+@test "faults: finding 8: -n with endpoints that accept connections but never answer fails within one --etcd-timeout" {
+	"$PROXY" pause "$BATS_TEST_TMPDIR" A
+	"$PROXY" pause "$BATS_TEST_TMPDIR" B
+	# one request to each would take 8 s; -n allows one timeout (4 s) in
+	# all: killed at 7 s, the old behaviour shows as 137
+	run --separate-stderr on hostA "$PA,$PB" timeout -s KILL 7 "$WSLOCK" acquire -n \
+		--etcd-timeout 4 --pid $$ "$WS"
+	[ "$status" -eq 69 ] || fail "acquire -n: $status $stderr"
+	assert_json_error WSLOCK_BACKEND_UNAVAILABLE
+	run --separate-stderr on hostA "$PA,$PB" timeout -s KILL 7 "$WSLOCK" run -n \
+		--etcd-timeout 4 "$WS" -- true
+	[ "$status" -eq 69 ] || fail "run -n: $status $stderr"
+	run --separate-stderr on hostA "$PA,$PB" timeout -s KILL 7 "$WSLOCK" release -n \
+		--etcd-timeout 4 --token 0123456789abcdef0123456789abcdef "$WS"
+	[ "$status" -eq 69 ] || fail "release -n: $status $stderr"
+	"$PROXY" resume "$BATS_TEST_TMPDIR" A
+	"$PROXY" resume "$BATS_TEST_TMPDIR" B
+	run wsl inspect --etcd-endpoints "$PA" "$WS"
+	jq_ok '.state == "free"'
+}

@@ -124,13 +124,17 @@ static int inspect_journal(struct cli *c, struct registry *reg, const char *ws,
 	int fd;
 
 	registry_coord_unlock(reg);
-	if (reg->path[0] == '\0')
-		return wsl_error_set(err, WSL_USAGE,
-				     "inspect --journal reads the local registry's journal; the %s backend keeps its own",
-				     registry_backend(reg));
-	snprintf(path, sizeof(path), "%s/journal.jsonl", reg->path);
-	fd = open(reg->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 && errno != ENOENT)	/* no registry yet: no journal */
+	if (reg->path[0] == '\0') {
+		/* etcd: the journal's keys */
+		snprintf(path, sizeof(path), "the %s journal", registry_backend(reg));
+		if (registry_journal(reg, &buf, &len, err) != 0)
+			return -1;
+		fd = -1;
+	} else {
+		snprintf(path, sizeof(path), "%s/journal.jsonl", reg->path);
+		fd = open(reg->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	}
+	if (fd < 0 && errno != ENOENT && reg->path[0] != '\0')	/* no registry yet: no journal */
 		return wsl_error_errno(err, WSL_IO, errno, "cannot open %s", reg->path);
 	if (fd >= 0 && fsx_read_file_checked(fd, "journal.jsonl", path, JOURNAL_READ_MAX,
 					     &buf, &len, err) != 0) {

@@ -286,6 +286,18 @@ int registry_garbage(struct registry *reg, bool remove, size_t *staging,
 	return reg->ops->garbage(reg, remove, staging, orphan_markers, err);
 }
 
+int registry_journal(struct registry *reg, char **buf, size_t *len,
+		     struct wsl_error *err)
+{
+	*buf = NULL;
+	*len = 0;
+	if (reg->ops->journal == NULL)
+		return wsl_error_set(err, WSL_USAGE,
+				     "the %s backend keeps its journal in its directory",
+				     registry_backend(reg));
+	return reg->ops->journal(reg, buf, len, err);
+}
+
 int registry_wait_prepare(struct registry *reg, struct wsl_error *err)
 {
 	return reg->ops->wait_prepare != NULL ? reg->ops->wait_prepare(reg, err) : 0;

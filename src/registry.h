@@ -395,6 +395,17 @@ int registry_retain(struct registry *reg, const char *workspace,
 		    const char *token, const char *json, struct wsl_error *err);
 
 /*
+ * The audit journal of a backend that keeps it elsewhere than in the
+ * registry directory (etcd: the keys P "journal/", DESIGN.md 5b), as
+ * JSON lines, oldest first: *buf (malloc'd, *len bytes, every line ending
+ * in '\n'; NULL and 0 when empty). Fails with WSL_USAGE on the local
+ * registry (its journal.jsonl is read as a file), else as the backend's
+ * reads.
+ */
+int registry_journal(struct registry *reg, char **buf, size_t *len,
+		     struct wsl_error *err);
+
+/*
  * Garbage left by crashes: staging and release directories in tmp/ (every
  * one is garbage while the exclusive coordination lock is held, because
  * they exist only inside it), and nest markers whose lock is gone. Counts

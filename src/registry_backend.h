@@ -57,6 +57,8 @@ struct registry_ops {
 			 struct wsl_error *err);
 	int (*nest_lock)(struct registry *reg, const char *workspace,
 			 const char *token, int op, int *fd, struct wsl_error *err);
+	int (*journal)(struct registry *reg, char **buf, size_t *len,
+		       struct wsl_error *err);
 };
 
 /* The local on-disk registry (registry_local.c, with local_open.c,

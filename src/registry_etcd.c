@@ -390,6 +390,7 @@ static const struct registry_ops etcd_ops = {
 	.wait = etcd_wait,
 	.keepalive = etcd_keepalive,
 	.watch_own = etcd_watch_own,
+	.journal = etcd_journal,
 };
 
 /* $WSLOCK_ETCD_TIMEOUT (seconds, fractional) in ms; 5000 when unset or

@@ -148,6 +148,10 @@ int etcd_get_chain(struct registry *reg, const char *workspace, bool probe,
 int etcd_list(struct registry *reg, bool probe,
 	      int (*fn)(const struct lock_entry *e, void *arg), void *arg,
 	      struct wsl_error *err);
+/* registry_ops.journal: the values of the keys P "journal/", one line
+ * each, in key (time) order. */
+int etcd_journal(struct registry *reg, char **buf, size_t *len,
+		 struct wsl_error *err);
 
 /* ---- registry_etcd_write.c ---- */
 

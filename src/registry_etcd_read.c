@@ -462,6 +462,44 @@ static int list_one(struct lock_entry *e, void *arg)
 	return e->state == LOCK_FREE ? 0 : l->fn(e, l->arg);
 }
 
+int etcd_journal(struct registry *reg, char **buf, size_t *len,
+		 struct wsl_error *err)
+{
+	struct etcd_state *s = state(reg);
+	struct etcd_kv *kvs = NULL;
+	struct key k;
+	char end[KEY_MAX];
+	size_t n = 0, i, total = 0, at = 0;
+
+	*buf = NULL;
+	*len = 0;
+	if (key_make(s, "journal/", "", &k, err) != 0)
+		return -1;
+	/* keys sort by their time: oldest first */
+	if (etcd_range(s->c, k.b, k.len, end, etcd_prefix_end(k.b, k.len, end), 0,
+		       &kvs, &n, NULL, err) != 0)
+		return -1;
+	for (i = 0; i < n; i++)
+		total += kvs[i].value_len + 1;
+	if (n > 0) {
+		*buf = malloc(total + 1);
+		if (*buf == NULL) {
+			etcd_kvs_free(kvs, n);
+			return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+		}
+		for (i = 0; i < n; i++) {
+			memcpy(*buf + at, kvs[i].value, kvs[i].value_len);
+			at += kvs[i].value_len;
+			if (at == 0 || (*buf)[at - 1] != '\n')
+				(*buf)[at++] = '\n';
+		}
+		(*buf)[at] = '\0';
+	}
+	*len = at;
+	etcd_kvs_free(kvs, n);
+	return 0;
+}
+
 int etcd_list(struct registry *reg, bool probe,
 		     int (*fn)(const struct lock_entry *e, void *arg), void *arg,
 		     struct wsl_error *err)

@@ -280,6 +280,11 @@ shape() {
 	run ectl get --prefix /wslock/journal/ --print-value-only
 	jq -s -e --arg ws "$(W a)" \
 		'[.[] | select(.workspace_root == $ws)] | length == 1 and .[0].action == "recover" and .[0].prior_owner != null and .[0].new_owner.recovery_of == .[0].prior_owner.token' <<<"$output"
+	# and inspect --journal reads it, as it reads journal.jsonl on disk
+	run -0 --separate-stderr wsl inspect --journal "$(W a)"
+	jq_ok '(.journal | length) == 1 and .journal[0].action == "recover" and .journal[0].new_owner.recovery_of == .journal[0].prior_owner.token'
+	run -0 --separate-stderr wsl inspect --journal
+	jq_ok "[.journal[] | select(.workspace_root == \"$(canon "$(W a)")\")] | length == 1"
 }
 
 # keeper_of TOKEN: the pid of the keeper of the acquire whose owner has

@@ -115,8 +115,6 @@ static int acquire_main(struct cli *c, int argc, char **argv)
 	leased = strcmp(registry_backend(&reg), "etcd") == 0;
 	reg.lease_for_pid = leased;
 	rc = hold_acquire(c, &reg, &o, &a.hold.wait, leased ? &live_fd : NULL, &err);
-	if (rc == 0 && leased && start_keeper(&reg, &o, &err) != 0)
-		rc = -1;
 	if (rc == 0 && a.hold.wait.sigfd >= 0) {
 		/* Interrupted while publishing: the caller will not learn the
 		 * token, so nobody could release the lock. Give it back. */
@@ -127,6 +125,8 @@ static int acquire_main(struct cli *c, int argc, char **argv)
 			rc = (int)si.ssi_signo;
 		}
 	}
+	if (rc == 0 && leased && start_keeper(&reg, &o, &err) != 0)
+		rc = -1;
 	fence = reg.fence;
 	registry_close(&reg);
 	if (a.hold.wait.sigfd >= 0)

@@ -112,6 +112,7 @@ struct pidkeep {
 	int pidfd;		/* -1: no pidfd, the pid is polled */
 	int sock;		/* listening for pokes */
 	int poker;		/* a poke's connection, answered after the check; -1 */
+	int watch;		/* registry_watch_own's descriptor, or -1 */
 	long long renew_at;	/* CLOCK_MONOTONIC ms of the next renewal */
 	long long expires_at;	/* the lease's end as last renewed */
 	long long last_ms;	/* when the last renewal was tried */
@@ -143,22 +144,43 @@ static int keep_renew(struct pidkeep *k)
 	return rc;
 }
 
+/* The watch reported: with a message the lock is lost (released, taken
+ * over, its lease revoked; confirmed by a read): 1. Without one it ended:
+ * the renewals' checks remain. */
+static int keep_watched(struct pidkeep *k)
+{
+	char why[401];
+	ssize_t n;
+
+	do
+		n = read(k->watch, why, sizeof(why) - 1);
+	while (n < 0 && errno == EINTR);
+	close(k->watch);
+	k->watch = -1;
+	return n > 0;
+}
+
 static void __attribute__((noreturn)) keeper_loop(struct pidkeep *k)
 {
 	for (;;) {
-		struct pollfd p[2] = { { k->sock, POLLIN, 0 }, { k->pidfd, POLLIN, 0 } };
+		/* -1 descriptors are ignored by poll */
+		struct pollfd p[3] = { { k->sock, POLLIN, 0 }, { k->pidfd, POLLIN, 0 },
+				       { k->watch, POLLIN, 0 } };
 		long long now = platform_mono_ms(), wait = k->renew_at - now;
 
 		if (k->pidfd < 0 && wait > PID_POLL_MS)
 			wait = PID_POLL_MS;
 		if (wait < 0)
 			wait = 0;
-		if (poll(p, k->pidfd >= 0 ? 2 : 1, (int)wait) < 0 && errno != EINTR)
+		if (poll(p, 3, (int)wait) < 0 && errno != EINTR)
 			_exit(71);
 		/* The holder exited: stop renewing, leave the lock (dead once
 		 * the lease runs out: recovery required). */
 		if (k->pidfd >= 0 ? (p[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0 :
 		    !holder_runs(k->o))
+			_exit(0);
+		if (k->watch >= 0 && (p[2].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    keep_watched(k))
 			_exit(0);
 		if ((p[0].revents & POLLIN) && k->poker < 0) {
 			k->poker = accept4(k->sock, NULL, NULL, SOCK_CLOEXEC);
@@ -212,6 +234,14 @@ static void __attribute__((noreturn)) keeper_main(struct registry *reg,
 	k.o = o;
 	k.pidfd = pidfd >= 0 ? pidfd : -1;
 	k.poker = -1;
+	/* A release from any machine (or a take-over) is seen at once, not
+	 * at the next renewal; without a watch the renewals still check. */
+	{
+		struct wsl_error werr = { 0 };
+		if (registry_watch_own(reg, o, &k.watch, &werr) != 0)
+			k.watch = -1;
+		wsl_error_clear(&werr);
+	}
 	k.last_ms = platform_mono_ms();
 	k.renew_at = k.last_ms + next_ms;
 	k.expires_at = k.last_ms + ttl_ms;

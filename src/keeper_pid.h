@@ -9,11 +9,13 @@
  * holder pid lives, watching it through a pidfd, and exits
  *  - when the pid exits: the lock is left, dead once the lease runs out
  *    (recovery required, as on disk);
- *  - when a renewal finds the lock released, taken over or its lease gone;
+ *  - when a renewal, or the watch of its keys (registry_watch_own), finds
+ *    the lock released, taken over or its lease gone;
  *  - when the lease could not be renewed before it expired at the server.
- * It never signals anything. `release` on the same machine pokes it
- * (keeper_pid_poke) so that it checks its lock at once instead of at its
- * next renewal; a poke carries no authority: the keeper only reads.
+ * It never signals anything. `release` on the same machine also pokes it
+ * (keeper_pid_poke) and waits for its check, so that the keeper is gone
+ * when release returns; a poke carries no authority: the keeper only
+ * reads.
  */
 #ifndef WSLOCK_KEEPER_PID_H
 #define WSLOCK_KEEPER_PID_H

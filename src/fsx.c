@@ -154,22 +154,15 @@ static int explain_not_dir(int dirfd, const char *name, const char *path, int e,
 	return -1;
 }
 
-int fsx_open_dir_checked(int dirfd, const char *name, const char *path,
-			 bool create, struct wsl_error *err)
+/* The end of opening the directory name below dirfd as fd (-1: the open
+ * failed, errno says why): a refusal explained, the opened object checked
+ * (fsx_check_private). Returns fd, or -1 with err. */
+static int dir_opened(int dirfd, const char *name, const char *path, int fd,
+		      struct wsl_error *err)
 {
 	struct stat st;
-	int fd, e;
+	int e;
 
-	/* O_NOFOLLOW | O_DIRECTORY refuses a symlink or a non-directory
-	 * without following or opening it (a FIFO never blocks here); the
-	 * opened object is then checked. An lstat is made only to explain a
-	 * refusal. */
-	fd = fsx_openat(dirfd, name, O_RDONLY | O_DIRECTORY, 0);
-	if (fd < 0 && errno == ENOENT && create) {
-		if (mkdirat(dirfd, name, 0700) != 0 && errno != EEXIST)
-			return wsl_error_errno(err, WSL_IO, errno, "cannot create %s", path);
-		fd = fsx_openat(dirfd, name, O_RDONLY | O_DIRECTORY, 0);
-	}
 	if (fd < 0) {
 		e = errno;
 		if (e == ELOOP || e == ENOTDIR)
@@ -189,32 +182,33 @@ int fsx_open_dir_checked(int dirfd, const char *name, const char *path,
 	return fd;
 }
 
+int fsx_open_dir_checked(int dirfd, const char *name, const char *path,
+			 bool create, struct wsl_error *err)
+{
+	int fd;
+
+	/* O_NOFOLLOW | O_DIRECTORY refuses a symlink or a non-directory
+	 * without following or opening it (a FIFO never blocks here); the
+	 * opened object is then checked. An lstat is made only to explain a
+	 * refusal. */
+	fd = fsx_openat(dirfd, name, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0 && errno == ENOENT && create) {
+		if (mkdirat(dirfd, name, 0700) != 0 && errno != EEXIST)
+			return wsl_error_errno(err, WSL_IO, errno, "cannot create %s", path);
+		fd = fsx_openat(dirfd, name, O_RDONLY | O_DIRECTORY, 0);
+	}
+	return dir_opened(dirfd, name, path, fd, err);
+}
+
 int fsx_make_dir_checked(int dirfd, const char *name, const char *path,
 			 struct wsl_error *err)
 {
-	struct stat st;
-	int fd, e;
+	int fd;
 
 	if (mkdirat(dirfd, name, 0700) != 0)
 		return wsl_error_errno(err, WSL_IO, errno, "cannot create %s", path);
 	fd = fsx_openat(dirfd, name, O_RDONLY | O_DIRECTORY, 0);
-	if (fd < 0) {
-		e = errno;
-		if (e == ELOOP || e == ENOTDIR)
-			return explain_not_dir(dirfd, name, path, e, err);
-		wsl_error_errno(err, WSL_IO, e, "cannot open %s", path);
-		errno = e;
-		return -1;
-	}
-	if (fstat(fd, &st) != 0 ||
-	    fsx_check_private(&st, S_IFDIR, path, err) != 0) {
-		if (err->code == WSL_OK)
-			wsl_error_errno(err, WSL_IO, errno, "cannot stat %s", path);
-		fsx_close(fd);
-		errno = EPERM;
-		return -1;
-	}
-	return fd;
+	return dir_opened(dirfd, name, path, fd, err);
 }
 
 int fsx_open_failed(int e, const char *path, struct wsl_error *err)

@@ -233,8 +233,11 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 			if (watch < 0 && c->verbose)
 				output_notice("%s; polling instead", werr.message);
 			wsl_error_clear(&werr);
-			lock_entry_free(&conflict);
-			continue;
+			if (watch != 1) {
+				lock_entry_free(&conflict);
+				continue;
+			}
+			watch = 0;	/* the wait starts where this attempt read */
 		}
 		if (tty) {
 			output_status_line(platform_mono_ms() - start, subject, who);

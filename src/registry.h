@@ -303,7 +303,10 @@ int registry_nest_lock(struct registry *reg, const char *workspace, const char *
  * release between an attempt and the wait is not missed (local: inotify(7)
  * on locks/ for entries leaving it, and the next attempt that meets a
  * conflict joins the FIFO wait queue; etcd: from the revision of the last
- * read). Returns 0, or -1 with err when only polling is possible.
+ * read). Returns 0; 1 when the wait starts from what the last attempt read
+ * (etcd: the watch replays every change since), so that no release can be
+ * missed and the caller need not try again first; or -1 with err when
+ * only polling is possible.
  */
 int registry_wait_prepare(struct registry *reg, struct wsl_error *err);
 

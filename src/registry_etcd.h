@@ -143,6 +143,11 @@ int etcd_get(struct registry *reg, const char *workspace, bool probe,
 	     struct lock_entry *e, struct wsl_error *err);
 int etcd_overlaps(struct registry *reg, const char *workspace, bool probe,
 		  struct overlap **out, size_t *n, struct wsl_error *err);
+/* etcd_overlaps, and with self the workspace's own lock into *self and
+ * *self_m (read in the ancestors' transaction: two requests in all). */
+int etcd_read_around(struct registry *reg, const char *workspace, bool probe,
+		     struct lock_entry *self, struct kv_meta *self_m,
+		     struct overlap **out, size_t *n, struct wsl_error *err);
 int etcd_get_chain(struct registry *reg, const char *workspace, bool probe,
 		   struct lock_entry **out, size_t *n, struct wsl_error *err);
 int etcd_list(struct registry *reg, bool probe,

@@ -309,10 +309,11 @@ int etcd_wait_prepare(struct registry *reg, struct wsl_error *err)
 {
 	struct etcd_state *s = state(reg);
 
-	/* hold.c calls it after the first conflict of s->want's acquire */
-	if (s->queued || s->want == NULL)
-		return 0;
-	return queue_join(s, s->want, err);
+	/* hold.c calls it after the first conflict of s->want's acquire;
+	 * etcd_wait watches from the revision that attempt read. */
+	if (!s->queued && s->want != NULL && queue_join(s, s->want, err) != 0)
+		return -1;
+	return 1;
 }
 
 static int sig_ready(int sigfd)

@@ -358,27 +358,44 @@ size_t depth_of(const char *path)
 int etcd_overlaps(struct registry *reg, const char *workspace, bool probe,
 			 struct overlap **out, size_t *n, struct wsl_error *err)
 {
+	return etcd_read_around(reg, workspace, probe, NULL, NULL, out, n, err);
+}
+
+int etcd_read_around(struct registry *reg, const char *workspace, bool probe,
+		     struct lock_entry *self, struct kv_meta *self_m,
+		     struct overlap **out, size_t *n, struct wsl_error *err)
+{
 	struct etcd_state *s = state(reg);
 	struct ov_ctx c = { 0 };
 	struct lock_entry *es = NULL;
 	struct kv_meta *ms = NULL;
-	size_t i, depth = depth_of(workspace);
+	size_t i, first = self != NULL ? 1 : 0, depth = depth_of(workspace);
 	int rc = -1;
 
 	*out = NULL;
 	*n = 0;
 	c.err = err;
-	c.paths = calloc(depth + 1, sizeof(*c.paths));
-	es = calloc(depth + 1, sizeof(*es));
-	ms = calloc(depth + 1, sizeof(*ms));
+	c.paths = calloc(depth + 2, sizeof(*c.paths));
+	es = calloc(depth + 2, sizeof(*es));
+	ms = calloc(depth + 2, sizeof(*ms));
 	if (c.paths == NULL || es == NULL || ms == NULL) {
 		wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
 		goto out;
 	}
-	if (wspath_for_each_ancestor(workspace, collect_ancestor, &c) != 0 ||
+	/* the workspace itself read with its ancestors: one transaction */
+	if ((self != NULL && collect_ancestor(workspace, &c) != 0) ||
+	    wspath_for_each_ancestor(workspace, collect_ancestor, &c) != 0 ||
 	    read_entries(s, c.paths, c.np, probe, es, ms, err) != 0)
 		goto out;
-	for (i = 0; i < c.np; i++) {
+	if (self != NULL) {
+		*self = es[0];
+		*self_m = ms[0];
+		memset(&es[0], 0, sizeof(es[0]));
+		if (self->state == LOCK_CORRUPT)
+			snprintf(self->workspace_root, sizeof(self->workspace_root), "%s",
+				 workspace);
+	}
+	for (i = first; i < c.np; i++) {
 		struct lock_entry *slot;
 		if (es[i].state == LOCK_FREE)
 			continue;
@@ -388,8 +405,11 @@ int etcd_overlaps(struct registry *reg, const char *workspace, bool probe,
 		*slot = es[i];
 		memset(&es[i], 0, sizeof(es[i]));
 	}
-	if (read_below(s, workspace, probe, ov_descendant, &c, err) != 0)
+	if (read_below(s, workspace, probe, ov_descendant, &c, err) != 0) {
+		if (self != NULL)
+			lock_entry_free(self);
 		goto out;
+	}
 	*out = c.items;
 	*n = c.n;
 	c.items = NULL;

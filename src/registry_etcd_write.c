@@ -139,16 +139,15 @@ static int find_conflict(struct registry *reg, const struct owner *o,
 	size_t n = 0, i;
 
 	*mine = false;
-	if (read_entry(state(reg), o->workspace_root, true, &self, self_m, err) != 0)
+	if (etcd_read_around(reg, o->workspace_root, true, &self, self_m, &ov, &n, err) != 0)
 		return -1;
 	if (same_bytes(self.raw, self.raw_len, value, value_len)) {
 		*mine = true;
 		lock_entry_free(&self);
+		lock_overlaps_free(ov, n);
 		return 0;
 	}
 	lockrules_conflict_keep_own(conflict, &self, o->workspace_root);
-	if (etcd_overlaps(reg, o->workspace_root, true, &ov, &n, err) != 0)
-		return -1;
 	for (i = 0; i < n; i++)
 		lockrules_conflict_keep(conflict, &ov[i].entry);
 	lock_overlaps_free(ov, n);

@@ -174,8 +174,10 @@ static int preview_text(struct cli *c, const struct candidates *cands,
 	}
 	for (i = 0; i < cands->n; i++) {
 		bool ok = lockrules_reclaimable(&cands->items[i], a->force, why, sizeof(why));
-		snprintf(notes[i], sizeof(notes[i]), "%s: %s",
-			 ok ? "reclaimable" : "kept", why);
+		snprintf(notes[i], sizeof(notes[i]), "%s%s%s%s: %s",
+			 ok ? "reclaimable" : "kept", ok ? "" : " [",
+			 ok ? "" : wsl_code_name(lockrules_reclaim_code(&cands->items[i], a->force)),
+			 ok ? "" : "]", why);
 		rows[i].e = &cands->items[i];
 		rows[i].note = notes[i];
 	}
@@ -203,10 +205,13 @@ static int preview_json(struct cli *c, const struct candidates *cands,
 	for (i = 0; i < cands->n; i++) {
 		json_t *item = output_entry_json(&cands->items[i]);
 		bool ok = lockrules_reclaimable(&cands->items[i], a->force, why, sizeof(why));
+		enum wsl_code code = lockrules_reclaim_code(&cands->items[i], a->force);
 
 		if (item == NULL ||
 		    json_object_set_new(item, "reclaimable", json_boolean(ok)) != 0 ||
 		    json_object_set_new(item, "why", json_string(why)) != 0 ||
+		    json_object_set_new(item, "code", ok ? json_null() :
+					json_string(wsl_code_name(code))) != 0 ||
 		    json_array_append_new(list, item) != 0)
 			goto oom;
 	}
@@ -259,12 +264,24 @@ static bool left_retained(struct registry *reg, const char *ws)
 	return r;
 }
 
-/* A candidate reclaim --yes left alone, and why. */
-static json_t *skipped_json(const struct lock_entry *e, const char *why)
+/* A candidate reclaim --yes left alone: why, the code that says it (from
+ * the error table), and for a corrupt lock that recover clears the
+ * command to do it (next, as in the error line). */
+static json_t *skipped_json(const struct cli *c, const struct lock_entry *e,
+			    const char *why, enum wsl_code code)
 {
-	return json_pack("{s:o,s:s}", "workspace_root",
-			 e->workspace_root[0] ? json_string(e->workspace_root) : json_null(),
-			 "why", why);
+	char next[PATH_MAX * 8 + 256];
+	json_t *item = json_pack("{s:o,s:s,s:s}", "workspace_root",
+				 e->workspace_root[0] ? json_string(e->workspace_root) : json_null(),
+				 "why", why, "code", wsl_code_name(code));
+
+	if (item != NULL && code == WSL_LOCK_CORRUPT &&
+	    output_corrupt_next(c, e, next, sizeof(next)) &&
+	    json_object_set_new(item, "next", json_string(next)) != 0) {
+		json_decref(item);
+		return NULL;
+	}
+	return item;
 }
 
 /*
@@ -290,17 +307,22 @@ static int reclaim_all(struct cli *c, struct registry *reg, const struct candida
 		json_t *item;
 
 		if (!lockrules_reclaimable(e, a->force, why, sizeof(why))) {
-			if (json_array_append_new(skipped, skipped_json(e, why)) != 0)
+			enum wsl_code code = lockrules_reclaim_code(e, a->force);
+			char next[PATH_MAX * 8 + 256];
+
+			if (json_array_append_new(skipped, skipped_json(c, e, why, code)) != 0)
 				goto oom;
 			/* A workspace named on the command line and not reclaimed
 			 * fails reclaim with that reason's code, so a script sees it. */
 			if (a->named) {
-				enum wsl_code code = lockrules_reclaim_code(e, a->force);
+				bool has_next = code == WSL_LOCK_CORRUPT &&
+					output_corrupt_next(c, e, next, sizeof(next));
 				if (exit_status == 0)
 					exit_status = wsl_code_exit(code);
 				if (!c->quiet)
-					output_notice("not reclaimed: %s: %s [%s]",
-						e->workspace_root, why, wsl_code_name(code));
+					output_notice("not reclaimed: %s: %s%s%s [%s]",
+						e->workspace_root, why, has_next ? "; next: " : "",
+						has_next ? next : "", wsl_code_name(code));
 			}
 			continue;
 		}
@@ -315,10 +337,10 @@ static int reclaim_all(struct cli *c, struct registry *reg, const struct candida
 			    err->code != WSL_LIVENESS_UNKNOWN && err->code != WSL_RECOVERY_REQUIRED)))
 				exit_status = wsl_code_exit(err->code);
 			if (!c->quiet)
-				output_notice("skipped %s: %s", e->workspace_root,
-					err->message);
-			item = json_pack("{s:s,s:s}", "workspace_root", e->workspace_root,
-					 "why", err->message);
+				output_notice("skipped %s: %s [%s]", e->workspace_root,
+					err->message, wsl_code_name(err->code));
+			item = json_pack("{s:s,s:s,s:s}", "workspace_root", e->workspace_root,
+					 "why", err->message, "code", wsl_code_name(err->code));
 			wsl_error_clear(err);
 			if (json_array_append_new(skipped, item) != 0)
 				goto oom;

@@ -67,6 +67,11 @@ struct wsl_error {
 	const char *relation;
 	bool has_timeout;
 	long long timeout_ms;
+	/* For WSL_LOCK_CORRUPT: the corrupt lock of workspace_root is cleared
+	 * by recover --force --reason given a copy of path (its owner.json:
+	 * readable, not unsafe, its holder not live); output.c proposes that
+	 * as the next step. */
+	bool corrupt_clearable;
 };
 
 /* "WSLOCK_BUSY" etc. for a code; never NULL. */

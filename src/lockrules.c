@@ -163,6 +163,38 @@ static int unsafe_lock(const char *ws, const struct lock_entry *e, struct wsl_er
 			     ws, e->problem);
 }
 
+/* Whether recover --force can clear the corrupt lock e, its workspace
+ * aside: its bytes were read, it is not unsafe, its holder's kernel lock
+ * is not held, and lock_path names its owner.json. */
+static bool corrupt_bytes_clearable(const struct lock_entry *e)
+{
+	size_t n = strlen(e->lock_path), suffix = strlen("/owner.json");
+
+	return e->state == LOCK_CORRUPT && !e->unsafe && e->raw != NULL &&
+		!(e->probed && e->liveness == LIVENESS_LIVE) &&
+		n > suffix && strcmp(e->lock_path + n - suffix, "/owner.json") == 0;
+}
+
+bool lockrules_corrupt_clearable(const struct lock_entry *e)
+{
+	return corrupt_bytes_clearable(e) && e->workspace_root[0] != '\0';
+}
+
+/* The details of a WSL_LOCK_CORRUPT error about e: its path, and, when
+ * recover can clear it, its workspace (e's, else ws: the path it was
+ * found by; NULL: none) and the flag for output.c's next step. err's
+ * code and message are the caller's to set. */
+static void corrupt_details(struct wsl_error *err, const struct lock_entry *e,
+			    const char *ws)
+{
+	if (e->workspace_root[0] != '\0')
+		ws = e->workspace_root;
+	wsl_error_detail(&err->path, e->lock_path);
+	err->corrupt_clearable = ws != NULL && corrupt_bytes_clearable(e);
+	if (err->corrupt_clearable)
+		wsl_error_detail(&err->workspace_root, ws);
+}
+
 int lockrules_conflict_final(const char *ws, const struct lock_entry *e,
 			     bool inside, struct wsl_error *err)
 {
@@ -176,6 +208,7 @@ int lockrules_conflict_final(const char *ws, const struct lock_entry *e,
 	}
 	if (e->state == LOCK_CORRUPT) {
 		lockrules_error_holder(err, e);
+		corrupt_details(err, e, NULL);
 		return wsl_error_set(err, WSL_LOCK_CORRUPT,
 				     "%s locked by a corrupt lock: %s%s%s%s; see 'wslock inspect'",
 				     subject, e->problem,
@@ -231,7 +264,7 @@ int lockrules_check_release(const char *workspace, const char *token,
 	case LOCK_CORRUPT:
 		if (e->unsafe)
 			return unsafe_lock(workspace, e, err);
-		wsl_error_detail(&err->path, e->lock_path);
+		corrupt_details(err, e, workspace);
 		return wsl_error_set(err, WSL_LOCK_CORRUPT,
 				     "the lock of %s is corrupt (%s); nothing released",
 				     workspace, e->problem);
@@ -288,7 +321,7 @@ int lockrules_check_take_over(const char *workspace, const struct registry_expec
 	if (e->state == LOCK_CORRUPT && e->unsafe)
 		return unsafe_lock(workspace, e, err);
 	if (e->state == LOCK_CORRUPT) {
-		wsl_error_detail(&err->path, e->lock_path);
+		corrupt_details(err, e, workspace);
 		/* Section 4: the live lock first, even for a corrupt document. */
 		if (e->probed && e->liveness == LIVENESS_LIVE) {
 			wsl_error_detail(&err->liveness, liveness_name(e->liveness));

@@ -149,6 +149,13 @@ void lockrules_error_holder(struct wsl_error *err, const struct lock_entry *e);
  * WSL_LOCK_CORRUPT (corrupt, unsafe too: 65). DESIGN.md section 2. */
 enum wsl_code lockrules_state_code(const struct lock_entry *e);
 
+/* Whether e, a corrupt lock, is cleared by `recover --force --reason`
+ * given a copy of its owner.json (e->lock_path) for its workspace
+ * (e->workspace_root): its bytes could be read, it is not unsafe, its
+ * holder's kernel lock is not held, and its workspace is known. The
+ * corrupt errors of the checks below set err->corrupt_clearable alike. */
+bool lockrules_corrupt_clearable(const struct lock_entry *e);
+
 /* ---- release, retain, take-over -------------------------------------- */
 
 /* 0 when e (read under the backend's compare) is token's own lock and may

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -282,6 +283,38 @@ static void recover_line(const char *pre, const char *ws, char *out, size_t len)
 		 pre, ws, pre, ws);
 }
 
+/* The next step for a corrupt lock that recover clears (the lock of ws,
+ * path its owner.json): copy its bytes, so that the compare is against what
+ * was looked at, then recover --force with the reason in $REASON. Pasted
+ * as it is, REASON unset, recover refuses (64: --reason needs 1..128
+ * characters) and nothing changes: a --force is never ready-made. Only
+ * for a workspace that exists (recover resolves it) and an owner.json
+ * there is to copy (not an etcd key). */
+static bool corrupt_line(const struct cli *c, const char *ws, const char *path,
+			 char *out, size_t len)
+{
+	char pre[PATH_MAX * 2 + 64], w[PATH_MAX * 4 + 8] = "", p[PATH_MAX * 4 + 8] = "";
+	struct stat st;
+
+	if (stat(ws, &st) != 0 || !S_ISDIR(st.st_mode) ||
+	    stat(path, &st) != 0 || !S_ISREG(st.st_mode))	/* etcd: a key */
+		return false;
+	command_prefix(c, pre, sizeof(pre));
+	shell_word(ws, w, sizeof(w));
+	shell_word(path, p, sizeof(p));
+	snprintf(out, len,
+		 "cp %s corrupt-owner.json && %s recover --force --reason \"$REASON\" --expected-owner corrupt-owner.json %s",
+		 p, pre, w);
+	return true;
+}
+
+bool output_corrupt_next(const struct cli *c, const struct lock_entry *e,
+			 char *out, size_t len)
+{
+	return lockrules_corrupt_clearable(e) &&
+		corrupt_line(c, e->workspace_root, e->lock_path, out, len);
+}
+
 /*
  * After a "recovery required" or "liveness unknown" error: the command line
  * to run next, ready to copy (REPAIR-CMD stands for the user's repair). A
@@ -289,14 +322,19 @@ static void recover_line(const char *pre, const char *ws, char *out, size_t len)
  * under the recovered lock, and --retain-on-failure, so that copying it
  * never frees a half-written workspace unchecked (a missing or failing
  * repair leaves the lock retained); an owner of unknown liveness gets the
- * inspect line, never a ready-made --force. Returns false when there is
- * nothing to propose.
+ * inspect line, never a ready-made --force. A corrupt lock that recover
+ * clears gets corrupt_line. Returns false when there is nothing to
+ * propose.
  */
 static bool next_command(const struct cli *c, const struct wsl_error *err,
 			 char *out, size_t len)
 {
 	char pre[PATH_MAX * 2 + 64], ws[PATH_MAX * 4 + 8] = "";
 
+	if (err->code == WSL_LOCK_CORRUPT)
+		return err->corrupt_clearable && err->workspace_root != NULL &&
+			err->path != NULL &&
+			corrupt_line(c, err->workspace_root, err->path, out, len);
 	if (err->workspace_root == NULL || err->liveness == NULL)
 		return false;
 	if (err->code != WSL_RECOVERY_REQUIRED && err->code != WSL_LIVENESS_UNKNOWN &&
@@ -391,7 +429,13 @@ static void format_age(const char *iso, char *out, size_t len)
 static void row_details(const struct cli *c, const struct lock_entry *e, const char *indent)
 {
 	char pre[PATH_MAX * 2 + 64], ws[PATH_MAX * 4 + 8] = "";
+	char line[PATH_MAX * 8 + 256];
 
+	if (e->state == LOCK_CORRUPT && output_corrupt_next(c, e, line, sizeof(line))) {
+		printf("%s  next: after checking the workspace, set REASON to why clearing it is safe and run:\n"
+		       "    %s\n", indent, line);
+		return;
+	}
 	if (!e->has_owner)
 		return;
 	printf("%s  operation %s, acquired %s\n", indent, e->owner.operation_id,
@@ -400,10 +444,10 @@ static void row_details(const struct cli *c, const struct lock_entry *e, const c
 		json_t *r = e->retained ? json_loads(e->retained, 0, NULL) : NULL;
 		const char *why = json_string_value(json_object_get(r, "reason"));
 		const char *at = json_string_value(json_object_get(r, "retained_at"));
-		char line[1024];
+		char text[1024];
 
-		one_line(why ? why : "(no reason recorded)", line, sizeof(line));
-		printf("%s  retained: %s%s%s\n", indent, line, at ? ", at " : "", at ? at : "");
+		one_line(why ? why : "(no reason recorded)", text, sizeof(text));
+		printf("%s  retained: %s%s%s\n", indent, text, at ? ", at " : "", at ? at : "");
 		json_decref(r);
 	}
 	if (!e->probed)
@@ -411,8 +455,6 @@ static void row_details(const struct cli *c, const struct lock_entry *e, const c
 	command_prefix(c, pre, sizeof(pre));
 	shell_word(e->workspace_root, ws, sizeof(ws));
 	if (e->liveness == LIVENESS_DEAD) {
-		char line[PATH_MAX * 8 + 256];
-
 		recover_line(pre, ws, line, sizeof(line));
 		printf("%s  next: check the workspace, then recover it, with your repair as REPAIR-CMD:\n"
 		       "    %s\n", indent, line);

@@ -76,6 +76,15 @@ struct output_row {
  * registry options of c when it is not the default). */
 int output_table(const struct cli *c, const struct output_row *rows, size_t n);
 
+/* For a corrupt lock e that recover clears (lockrules_corrupt_clearable,
+ * and its workspace exists): the command line to copy into out (len
+ * bytes), "cp OWNER.JSON corrupt-owner.json && wslock recover --force
+ * --reason \"$REASON\" --expected-owner corrupt-owner.json WS" (with -d or
+ * the etcd options as needed); pasted without setting REASON it changes
+ * nothing. Returns false, out untouched, when there is none. */
+bool output_corrupt_next(const struct cli *c, const struct lock_entry *e,
+			 char *out, size_t len);
+
 /* Says something on stderr that is not an error report: "wslock: ", the
  * text and a newline, as given (no escaping: a notice names what the
  * caller passed, byte for byte). Safe in a forked child before exec as

@@ -149,3 +149,37 @@ paste_run() {
 	jq_ok '.locks == []'
 	run -64 --separate-stderr wsl inspect --registry "$(W a)"
 }
+
+@test "next: a corrupt lock's error names the copy-and-recover --force command; pasted without REASON it changes nothing, with it the lock is cleared" {
+	mkws "app dir"
+	local ws cmd before
+	ws=$(W "app dir")
+	dead_acquired "$ws"
+	printf '{"schema_version":2,"kind":"wslock-owner","tok' | put_owner "$ws"
+	run -65 --separate-stderr wsl run -n "$ws" -- true
+	[ "${#stderr_lines[@]}" -eq 1 ] || fail "not one line: $stderr"
+	cmd=$(next_of "$stderr")
+	[[ $cmd == "cp "*" corrupt-owner.json && wslock -d $WSLOCK_DIR recover --force --reason \"\$REASON\" --expected-owner corrupt-owner.json '$ws'" ]] ||
+		fail "next: $cmd"
+	# The same from acquire (error.next), release and recover without --force.
+	run -65 --separate-stderr wsl acquire -n --pid $$ "$ws"
+	[ "$(json_get .error.next)" = "$cmd" ] || fail "error.next differs: $output"
+	run -65 --separate-stderr wsl release --token 0123456789abcdef0123456789abcdef "$ws"
+	[ "$(json_get .error.next)" = "$cmd" ] || fail "release's next differs: $output"
+	run -0 --separate-stderr wsl inspect --format text "$ws"
+	[[ $output == *"next: after checking the workspace, set REASON"*"    $cmd"* ]] || fail "text view: $output"
+	before=$(registry_snapshot)
+	paste_run -64 "$cmd"
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+	paste_run "REASON='truncated by a full disk'; $cmd"
+	[ "$status" -eq 0 ] || fail "the pasted command failed ($status): $stderr"
+	jq_ok '.action == "cleared-corrupt"'
+	[ "$(wsl inspect "$ws" | jq -r .state)" = free ]
+	[ "$(wsl inspect --journal "$ws" | jq -r '.journal[-1] | .action + "|" + .force_reason')" = "clear-corrupt|truncated by a full disk" ]
+	# No command where recover cannot clear it: no owner.json to copy.
+	mkws b
+	acquire_as $$ "$(W b)"
+	rm "$(lock_dir_of "$(W b)")/owner.json"
+	run -65 --separate-stderr wsl run -n "$(W b)" -- true
+	[ -z "$(next_of "$stderr")" ] || fail "a command for an unreadable lock: $stderr"
+}

@@ -315,3 +315,25 @@ populate() {
 	jq_ok '(.skipped | length) == 1'
 	jq_ok 'all(.skipped[]; .workspace_root == null or (.workspace_root | startswith("/")))'
 }
+
+@test "reclaim: each lock kept carries the code that says why, in the preview, its text view and skipped[]; a corrupt one the command that clears it" {
+	populate
+	run -0 --separate-stderr wsl reclaim
+	local k
+	for k in live:WSLOCK_OWNER_LIVE retained:WSLOCK_RECOVERY_REQUIRED remote:WSLOCK_LIVENESS_UNKNOWN \
+		corrupt:WSLOCK_LOCK_CORRUPT; do
+		jq_ok ".code == \"${k#*:}\" and .reclaimable == false" "$(candidate "$(W "${k%%:*}")")"
+	done
+	jq_ok '.code == null and .reclaimable == true' "$(candidate "$(W dead)")"
+	run -0 --separate-stderr wsl reclaim --format text
+	[[ $output == *"kept [WSLOCK_OWNER_LIVE]: owner is live"* ]] || fail "text view: $output"
+	[[ $output == *"kept [WSLOCK_LOCK_CORRUPT]: corrupt"* ]] || fail "text view: $output"
+	run -0 --separate-stderr wsl reclaim --yes
+	jq_ok '(.skipped | length) == 4 and ([.skipped[].code] | sort) == ["WSLOCK_LIVENESS_UNKNOWN","WSLOCK_LOCK_CORRUPT","WSLOCK_OWNER_LIVE","WSLOCK_RECOVERY_REQUIRED"]'
+	# The corrupt lock is listed from locks/: its path cannot be known,
+	# so there is no command to propose; named, it is known.
+	jq_ok '[.skipped[] | select(.code == "WSLOCK_LOCK_CORRUPT")][0] | .workspace_root == null and .next == null'
+	run -65 --separate-stderr wsl reclaim --yes "$(W corrupt)"
+	jq_ok ".skipped[0].code == \"WSLOCK_LOCK_CORRUPT\" and (.skipped[0].next | startswith(\"cp $(lock_dir_of "$(W corrupt)")/owner.json \"))"
+	[[ $stderr == *"; next: $(json_get '.skipped[0].next') [WSLOCK_LOCK_CORRUPT]"* ]] || fail "stderr: $stderr"
+}

@@ -104,7 +104,7 @@ static int local_init(struct registry *reg, struct wsl_error *err)
 	if (l == NULL)
 		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
 	l->dir_fd = l->locks_fd = l->nest_fd = l->tmp_fd = -1;
-	l->coord_fd = l->watch_fd = l->ids_fd = -1;
+	l->coord_fd = l->ids_fd = -1;
 	l->format = REGISTRY_FORMAT;
 	l->fs_kind = FS_OTHER;
 	reg->ops = &registry_local_ops;
@@ -361,7 +361,6 @@ void local_close(struct registry *reg)
 	if (l == NULL)
 		return;
 	local_wait_close(reg);
-	fsx_close(l->watch_fd);
 	fsx_close(l->coord_fd);
 	fsx_close(l->tmp_fd);
 	fsx_close(l->nest_fd);

@@ -137,100 +137,122 @@ static bool queue_parse(const char *buf, size_t len, struct queue_entry *e)
 	return errno == 0 && *end == '\0' && e->pid > 0 && e->workspace[0] == '/';
 }
 
-/*
- * Reads the live entries of queue/ into a new array (*out, *n, sorted by
- * SEQ; free it); *max gets the highest SEQ named (abandoned ones too). An
- * entry whose kernel lock is free is abandoned: with gc (the caller holds
- * .coordination LOCK_EX, so no entry is being made) it is unlinked, and
- * *abandoned counts them. Entries that are not regular private files or
- * cannot be parsed are passed over (never trusted, never removed here).
- */
-static int queue_read(struct registry *reg, struct local_queue *q, bool gc,
-		      struct queue_entry **out, size_t *n, unsigned long long *max,
-		      size_t *abandoned, struct wsl_error *err)
+/* One name of queue/, in SEQ order, and its entry once loaded. */
+struct queue_slot {
+	char *name;
+	unsigned long long seq;
+	int state;			/* 0 not loaded, 1 live (e valid), -1 not live */
+	struct queue_entry e;
+};
+
+static int slot_cmp(const void *a, const void *b)
 {
-	char **names = NULL, *buf = NULL;
-	size_t count = 0, i, cap = 0;
-	struct queue_entry *ents = NULL;
+	const struct queue_slot *x = a, *y = b;
+
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/*
+ * The entries' names in queue/ (our own left out), sorted by SEQ, into a
+ * new array (*out, *n; queue_slots_free it), none loaded yet; *max gets
+ * the highest SEQ named (our own included). Only names are read: an
+ * entry is opened when it is needed (queue_load), so that a waiter reads
+ * the one ahead of it, not the whole queue.
+ */
+static int queue_slots(struct registry *reg, struct local_queue *q, struct queue_slot **out,
+		       size_t *n, unsigned long long *max, struct wsl_error *err)
+{
+	char **names = NULL;
+	size_t count = 0, i;
+	struct queue_slot *slots;
 
 	*out = NULL;
 	*n = 0;
-	*max = 0;
+	*max = q->fd >= 0 ? q->seq : 0;
 	if (q->dir_fd < 0)
 		return 0;
 	if (list_names(q->dir_fd, &names, &count) != 0)
 		return wsl_error_errno(err, WSL_IO, errno, "cannot read %s/%s", reg->path,
 				       QUEUE_DIR);
-	buf = malloc(QUEUE_ENTRY_MAX);
-	if (buf == NULL && count > 0) {
+	slots = count > 0 ? calloc(count, sizeof(*slots)) : NULL;
+	if (count > 0 && slots == NULL) {
 		free_names(names, count);
 		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
 	}
 	for (i = 0; i < count; i++) {
 		unsigned long long seq;
-		struct stat st;
-		ssize_t len;
-		int fd;
 
-		if (!queue_name_seq(names[i], &seq))
+		if (!queue_name_seq(names[i], &seq) ||
+		    (q->fd >= 0 && strcmp(names[i], q->name) == 0)) {
+			free(names[i]);
 			continue;
+		}
 		if (seq > *max)
 			*max = seq;
-		if (q->fd >= 0 && strcmp(names[i], q->name) == 0)
-			continue;
-		fd = fsx_openat(q->dir_fd, names[i], O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
-		if (fd < 0)
-			continue;
-		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-		    (st.st_mode & 077) != 0) {
-			fsx_close(fd);
-			continue;
-		}
-		if (fsx_flock(fd, LOCK_SH | LOCK_NB) == 0) {
-			fsx_close(fd);
-			if (abandoned != NULL)
-				(*abandoned)++;
-			if (gc)
-				unlinkat(q->dir_fd, names[i], 0);
-			continue;
-		}
-		len = fsx_read_all(fd, buf, QUEUE_ENTRY_MAX);
-		fsx_close(fd);
-		if (*n == cap) {
-			struct queue_entry *p;
-			cap = cap ? cap * 2 : 8;
-			p = realloc(ents, cap * sizeof(*p));
-			if (p == NULL) {
-				free(ents);
-				free(buf);
-				free_names(names, count);
-				return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
-			}
-			ents = p;
-		}
-		memset(&ents[*n], 0, sizeof(ents[*n]));
-		if (len <= 0 || !queue_parse(buf, (size_t)len, &ents[*n]))
-			continue;
-		snprintf(ents[*n].name, sizeof(ents[*n].name), "%s", names[i]);
-		ents[*n].seq = seq;
-		ents[*n].dev = st.st_dev;
-		ents[*n].ino = st.st_ino;
+		slots[*n].name = names[i];
+		slots[*n].seq = seq;
 		(*n)++;
 	}
-	free(buf);
-	free_names(names, count);
-	/* list_names does not sort; SEQ order is arrival order. */
-	for (i = 1; i < *n; i++) {
-		struct queue_entry t = ents[i];
-		size_t j = i;
-		while (j > 0 && ents[j - 1].seq > t.seq) {
-			ents[j] = ents[j - 1];
-			j--;
-		}
-		ents[j] = t;
-	}
-	*out = ents;
+	free(names);	/* the names kept live on in slots */
+	if (*n > 1)
+		qsort(slots, *n, sizeof(*slots), slot_cmp);
+	*out = slots;
 	return 0;
+}
+
+static void queue_slots_free(struct queue_slot *slots, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(slots[i].name);
+	free(slots);
+}
+
+/*
+ * Loads slot s: 1 when its entry is live (s->e filled), 0 when it is not:
+ * abandoned (its kernel lock is free: with gc, where the caller holds
+ * .coordination LOCK_EX so that no entry is being made, it is unlinked and
+ * counted in *abandoned) or not a private regular file or not an entry
+ * (passed over: never trusted, never removed here).
+ */
+static int queue_load(struct local_queue *q, struct queue_slot *s, bool gc,
+		      size_t *abandoned)
+{
+	char *buf;
+	struct stat st;
+	ssize_t len;
+	int fd;
+
+	if (s->state != 0)
+		return s->state > 0;
+	s->state = -1;
+	fd = fsx_openat(q->dir_fd, s->name, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+	if (fd < 0)
+		return 0;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 077) != 0) {
+		fsx_close(fd);
+		return 0;
+	}
+	if (fsx_flock(fd, LOCK_SH | LOCK_NB) == 0) {
+		fsx_close(fd);
+		if (abandoned != NULL)
+			(*abandoned)++;
+		if (gc)
+			unlinkat(q->dir_fd, s->name, 0);
+		return 0;
+	}
+	buf = malloc(QUEUE_ENTRY_MAX);
+	len = buf != NULL ? fsx_read_all(fd, buf, QUEUE_ENTRY_MAX) : -1;
+	fsx_close(fd);
+	if (len > 0 && queue_parse(buf, (size_t)len, &s->e)) {
+		snprintf(s->e.name, sizeof(s->e.name), "%s", s->name);
+		s->e.seq = s->seq;
+		s->e.dev = st.st_dev;
+		s->e.ino = st.st_ino;
+		s->state = 1;
+	}
+	free(buf);
+	return s->state > 0;
 }
 
 /* Whether two waiters' workspaces nest: by canonical path, or by identity
@@ -255,10 +277,12 @@ static bool queue_conflict(const struct queue_entry *a, const struct queue_entry
  * its kernel lock (0 when invisible: not known to be stopped). */
 bool queue_stopped_pid(long pid, const char *pidns, dev_t dev, ino_t ino)
 {
-	char ours[WSL_PIDNS_MAX + 1];
+	static char ours[WSL_PIDNS_MAX + 1];	/* this process's, read once */
 	struct stat st;
 
-	if (platform_pid_namespace(0, ours) == 0 && strcmp(ours, pidns) == 0)
+	if (ours[0] == '\0' && platform_pid_namespace(0, ours) != 0)
+		ours[0] = '\0';
+	if (ours[0] != '\0' && strcmp(ours, pidns) == 0)
 		return pid_stopped(pid);
 	memset(&st, 0, sizeof(st));
 	st.st_dev = dev;
@@ -285,9 +309,28 @@ static void queue_poke(struct local_queue *q, const char *name)
  * or below the workspace of an entry of C) is one this acquire runs inside
  * (reg->inside, from o's pid): then queuing behind C would wait for
  * itself. */
-static bool queue_chain_inside(struct registry *reg, const struct owner *o,
-			       const struct queue_entry *ents, const bool *in_chain,
-			       size_t n)
+/* reg->inside for lock e, remembered per lock (its key and live file:
+ * a fresh live file is another lock), since the proof reads /proc. */
+static bool inside_lock(struct registry *reg, struct local_queue *q,
+			const struct lock_entry *e, pid_t from)
+{
+	size_t i, slot;
+
+	if (e->state != LOCK_HELD)
+		return false;
+	for (i = 0; i < q->n_proofs && i < QUEUE_PROOFS; i++)
+		if (q->proofs[i].live_ino == e->live_ino && strcmp(q->proofs[i].key, e->key) == 0)
+			return q->proofs[i].inside;
+	slot = q->n_proofs++ % QUEUE_PROOFS;
+	snprintf(q->proofs[slot].key, sizeof(q->proofs[slot].key), "%s", e->key);
+	q->proofs[slot].live_ino = e->live_ino;
+	q->proofs[slot].inside = reg->inside(e, from);
+	return q->proofs[slot].inside;
+}
+
+static bool queue_chain_inside(struct registry *reg, struct local_queue *q,
+			       const struct owner *o, const struct queue_slot *slots,
+			       const bool *in_chain, size_t n)
 {
 	struct wsl_error ignored = { 0 };
 	size_t i, j;
@@ -299,18 +342,23 @@ static bool queue_chain_inside(struct registry *reg, const struct owner *o,
 		struct overlap *ov = NULL;
 		struct lock_entry e;
 		size_t m = 0;
-		bool inside = false;
+		bool inside = false, seen = false;
 
 		if (!in_chain[i])
 			continue;
-		crypto_path_key(ents[i].workspace, key);
+		/* Waiters for one workspace meet the same locks. */
+		for (j = i + 1; j < n && !seen; j++)
+			seen = in_chain[j] && strcmp(slots[j].e.workspace, slots[i].e.workspace) == 0;
+		if (seen)
+			continue;
+		crypto_path_key(slots[i].e.workspace, key);
 		if (local_get_key(reg, key, false, &e, &ignored) == 0) {
-			inside = e.state != LOCK_FREE && reg->inside(&e, o->pid);
+			inside = inside_lock(reg, q, &e, o->pid);
 			lock_entry_free(&e);
 		}
-		if (!inside && local_overlaps(reg, ents[i].workspace, false, &ov, &m, &ignored) == 0)
+		if (!inside && local_overlaps(reg, slots[i].e.workspace, false, &ov, &m, &ignored) == 0)
 			for (j = 0; j < m && !inside; j++)
-				inside = reg->inside(&ov[j].entry, o->pid);
+				inside = inside_lock(reg, q, &ov[j].entry, o->pid);
 		lock_overlaps_free(ov, m);
 		wsl_error_clear(&ignored);
 		if (inside)
@@ -437,65 +485,91 @@ static void queue_target_lock(struct local_queue *q, const struct lock_entry *c)
 	q->t_ticks = c->has_owner ? c->owner.start_ticks : 0;
 }
 
+/* The chain of waiters an acquire would wait for, from slots[nearest]
+ * (the nearest conflicting waiter ahead) back to the head: each entry
+ * ahead that conflicts with us or with a later member (in_chain). Loads
+ * what it needs; stopped waiters are left out. */
+static void queue_chain(struct local_queue *q, struct queue_slot *slots, size_t nearest,
+			const struct queue_entry *me, bool *in_chain)
+{
+	in_chain[nearest] = true;
+	for (size_t i = nearest; i-- > 0;) {
+		bool chained;
+
+		if (!queue_load(q, &slots[i], true, NULL))
+			continue;
+		chained = queue_conflict(me, &slots[i].e);
+		for (size_t j = i + 1; j <= nearest && !chained; j++)
+			chained = in_chain[j] && queue_conflict(&slots[j].e, &slots[i].e);
+		in_chain[i] = chained && !queue_stopped(&slots[i].e);
+	}
+}
+
+/* Makes *conflict describe the waiter e queued ahead (a free workspace). */
+static void queued_conflict(struct lock_entry *conflict, const struct queue_entry *e)
+{
+	lock_entry_free(conflict);
+	conflict->state = LOCK_HELD;
+	conflict->queued = true;
+	conflict->probed = true;
+	conflict->liveness = LIVENESS_LIVE;
+	snprintf(conflict->workspace_root, sizeof(conflict->workspace_root), "%s", e->workspace);
+	crypto_path_key(e->workspace, conflict->key);
+	conflict->owner.pid = (pid_t)e->pid;
+	snprintf(conflict->owner.acquired_at, sizeof(conflict->owner.acquired_at), "%s", e->since);
+	snprintf(conflict->reason, sizeof(conflict->reason),
+		 "pid %ld waits in the queue for %s and arrived first (since %s)",
+		 e->pid, e->workspace, e->since);
+}
+
 int queue_check(struct registry *reg, const struct owner *o,
 		struct lock_entry *conflict, struct wsl_error *err)
 {
 	struct local_queue *q = queue_state(reg);
-	struct queue_entry *ents = NULL, me;
+	struct queue_slot *slots = NULL;
 	struct wsl_error jerr = { 0 };
-	unsigned long long max = 0, mine;
-	size_t n = 0, i;
-	bool *in_chain = NULL;
-	long nearest = -1;
+	struct queue_entry me;
+	unsigned long long max = 0;
+	size_t n = 0, i, nearest = 0;
+	bool found = false;
 
 	if (q == NULL)
 		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
 	q->own_pid = o->pid;
 	q->own_has_ticks = o->has_start_ticks;
 	q->own_ticks = o->start_ticks;
-	if (queue_open_dir(reg, q, false, err) != 0)
-		return -1;
-	if (queue_read(reg, q, true, &ents, &n, &max, NULL, err) != 0)
+	if (queue_open_dir(reg, q, false, err) != 0 ||
+	    queue_slots(reg, q, &slots, &n, &max, err) != 0)
 		return -1;
 	queue_self(o, &me, false);
-	mine = q->fd >= 0 ? q->seq : ~0ULL;
-	in_chain = n > 0 ? calloc(n, sizeof(*in_chain)) : NULL;
-	if (n > 0 && in_chain == NULL) {
-		free(ents);
-		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
-	}
-	/* From the nearest entry ahead back to the head: the chain of
-	 * waiters this one would wait for, directly or through others. */
-	for (i = n; i-- > 0;) {
-		bool direct, chained;
-		size_t j;
-
-		if (ents[i].seq >= mine)
+	/* The nearest live, running waiter ahead whose workspace conflicts
+	 * (every entry is ahead of one not queued yet). */
+	for (i = n; i-- > 0 && !found;) {
+		if ((q->fd >= 0 && slots[i].seq >= q->seq) ||
+		    !queue_load(q, &slots[i], true, NULL) || !queue_conflict(&me, &slots[i].e))
 			continue;
-		direct = queue_conflict(&me, &ents[i]);
-		chained = direct;
-		for (j = i + 1; j < n && !chained; j++)
-			chained = in_chain[j] && queue_conflict(&ents[j], &ents[i]);
-		if (!chained)
-			continue;
-		if (queue_stopped(&ents[i])) {
-			queue_poke(q, ents[i].name);
+		if (queue_stopped(&slots[i].e)) {
+			queue_poke(q, slots[i].name);	/* pass it, and wake the ones behind it */
 			continue;
 		}
-		in_chain[i] = true;
-		if (direct && nearest < 0)
-			nearest = (long)i;
+		found = true;
+		nearest = i;
 	}
 	/* Asked once per entry slept on (it reads every lock the chain
 	 * meets): a waiter behind W stays behind W until W leaves. */
-	if (nearest >= 0 && strcmp(q->inside_of, ents[nearest].name) != 0) {
-		snprintf(q->inside_of, sizeof(q->inside_of), "%s", ents[nearest].name);
-		q->inside = queue_chain_inside(reg, o, ents, in_chain, n);
+	if (found && strcmp(q->inside_of, slots[nearest].name) != 0) {
+		bool *in_chain = calloc(n, sizeof(*in_chain));
+
+		snprintf(q->inside_of, sizeof(q->inside_of), "%s", slots[nearest].name);
+		q->inside = false;
+		if (in_chain != NULL) {
+			queue_chain(q, slots, nearest, &me, in_chain);
+			q->inside = queue_chain_inside(reg, q, o, slots, in_chain, nearest + 1);
+		}
+		free(in_chain);
 	}
-	if (nearest >= 0 && q->inside)
-		nearest = -1;	/* it would wait for itself: pass the queue by */
-	if (nearest >= 0) {
-		const struct queue_entry *p = &ents[nearest];
+	if (found && !q->inside) {
+		const struct queue_entry *p = &slots[nearest].e;
 
 		q->target = TARGET_ENTRY;
 		snprintf(q->t_name, sizeof(q->t_name), "%s", p->name);
@@ -503,27 +577,14 @@ int queue_check(struct registry *reg, const struct owner *o,
 		q->t_ino = p->ino;
 		q->t_pid = p->pid;
 		snprintf(q->t_pidns, sizeof(q->t_pidns), "%s", p->pidns);
-		if (conflict->state == LOCK_FREE) {
-			lock_entry_free(conflict);
-			conflict->state = LOCK_HELD;
-			conflict->queued = true;
-			conflict->probed = true;
-			conflict->liveness = LIVENESS_LIVE;
-			snprintf(conflict->workspace_root, sizeof(conflict->workspace_root), "%s",
-				 p->workspace);
-			crypto_path_key(p->workspace, conflict->key);
-			conflict->owner.pid = (pid_t)p->pid;
-			snprintf(conflict->owner.acquired_at, sizeof(conflict->owner.acquired_at),
-				 "%s", p->since);
-			snprintf(conflict->reason, sizeof(conflict->reason),
-				 "pid %ld waits in the queue for %s and arrived first (since %s)",
-				 p->pid, p->workspace, p->since);
-		}
+		if (conflict->state == LOCK_FREE)
+			queued_conflict(conflict, p);
 	} else {
+		/* No waiter ahead, or it would wait for itself: only real
+		 * locks count (the deadlock rule atop local_wait.c). */
 		queue_target_lock(q, conflict);
 	}
-	free(in_chain);
-	free(ents);
+	queue_slots_free(slots, n);
 	/* Joined only to wait: at a conflict, once the caller prepared a
 	 * wait. A queue that cannot be joined still lets it wait, unordered. */
 	if (q->join && q->fd < 0 && conflict->state != LOCK_FREE &&
@@ -536,35 +597,43 @@ void queue_poke_stopped(struct registry *reg)
 {
 	struct local_queue *q = queue_state(reg);
 	struct wsl_error ignored = { 0 };
-	struct queue_entry *ents = NULL;
+	struct queue_slot *slots = NULL;
 	unsigned long long max;
 	size_t n = 0, i;
 
-	/* Every stopped waiter (a poke wakes only the ones sleeping on it);
-	 * no collection: this runs without .coordination. */
+	/* From the head: every stopped waiter up to the first running one
+	 * (a poke wakes the waiters sleeping on it; the ones behind a
+	 * running waiter are its to wake). No collection: this runs
+	 * without .coordination. */
 	if (q == NULL || queue_open_dir(reg, q, false, &ignored) != 0 || q->dir_fd < 0 ||
-	    queue_read(reg, q, false, &ents, &n, &max, NULL, &ignored) != 0) {
+	    queue_slots(reg, q, &slots, &n, &max, &ignored) != 0) {
 		wsl_error_clear(&ignored);
 		return;
 	}
-	for (i = 0; i < n; i++)
-		if (queue_stopped(&ents[i]))
-			queue_poke(q, ents[i].name);
-	free(ents);
+	for (i = 0; i < n; i++) {
+		if (!queue_load(q, &slots[i], false, NULL))
+			continue;
+		if (!queue_stopped(&slots[i].e))
+			break;
+		queue_poke(q, slots[i].name);
+	}
+	queue_slots_free(slots, n);
 }
 
 int queue_garbage(struct registry *reg, bool remove, size_t *n, struct wsl_error *err)
 {
 	struct local_queue *q = queue_state(reg);
-	struct queue_entry *ents = NULL;
+	struct queue_slot *slots = NULL;
 	unsigned long long max;
-	size_t live = 0;
+	size_t count = 0, i;
 
 	if (q == NULL)
 		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
 	if (queue_open_dir(reg, q, false, err) != 0 ||
-	    queue_read(reg, q, remove, &ents, &live, &max, n, err) != 0)
+	    queue_slots(reg, q, &slots, &count, &max, err) != 0)
 		return -1;
-	free(ents);
+	for (i = 0; i < count; i++)
+		queue_load(q, &slots[i], remove, n);
+	queue_slots_free(slots, count);
 	return 0;
 }

@@ -42,6 +42,8 @@
  *    (nested runs), its pidfd (an acquire --pid holder in this pid
  *    namespace), and the rename of its lock directory out of locks/ (a
  *    release; only heads watch locks/, so a release wakes only them).
+ * A waiter reads the queue's names and, from the nearest one back, only
+ * the entries it needs: usually the one ahead of it.
  * A waiter that takes the lock leaves the queue at once (unlink, then
  * close: the close wakes the one entry behind it, which becomes the head
  * and sleeps on the new holder), so each hand-over wakes one process. A
@@ -54,7 +56,8 @@
  * is passed over: a scan that finds a conflicting entry whose waiter is
  * stopped does not wait for it, and opens it for writing once (a poke:
  * the close wakes the waiters sleeping on it, which pass it over too); a
- * release pokes every stopped waiter. So a stopped head never keeps a
+ * release pokes the stopped waiters at the front of the queue, up to the
+ * first running one. So a stopped head never keeps a
  * free workspace from the others. What is not noticed without a timer: a
  * waiter stopped after its wake-up, at the head, delays the ones behind
  * it until the next arrival or release. A continued waiter keeps its
@@ -284,32 +287,18 @@ int local_coord_lock(struct registry *reg, int op, struct wsl_error *err)
 
 int local_wait_prepare(struct registry *reg, struct wsl_error *err)
 {
-	char path[PATH_MAX];
 	struct local_queue *q = queue_state(reg);
 
 	if (q == NULL)
 		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
 	q->join = true;
-	if (loc(reg)->watch_fd >= 0)
-		return 0;
-	if (path_join(path, reg->path, "locks", err) != 0)
-		return -1;
-	loc(reg)->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (loc(reg)->watch_fd < 0)
-		return wsl_error_errno(err, WSL_OS, errno, "inotify_init1");
-	/* A release renames locks/KEY away (IN_MOVED_FROM); a removal by hand
-	 * deletes it (IN_DELETE). IN_DONT_FOLLOW: never through a symlink.
-	 * Only a head polls it: for the others the events wait unread. */
-	if (inotify_add_watch(loc(reg)->watch_fd, path, IN_MOVED_FROM | IN_DELETE |
-			      IN_ONLYDIR | IN_DONT_FOLLOW) < 0) {
-		wsl_error_errno(err, WSL_OS, errno, "inotify_add_watch %s", path);
-		fsx_close(loc(reg)->watch_fd);
-		loc(reg)->watch_fd = -1;
-		return -1;
+	/* One inotify instance per waiting process, its watches made per
+	 * wait (wait_arm): closing an instance can cost milliseconds. */
+	if (q->watch_fd < 0) {
+		q->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+		if (q->watch_fd < 0)
+			return wsl_error_errno(err, WSL_OS, errno, "inotify_init1");
 	}
-	q->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (q->watch_fd < 0)
-		return wsl_error_errno(err, WSL_OS, errno, "inotify_init1");
 	return 0;
 }
 
@@ -342,7 +331,7 @@ static int pidfd_checked(pid_t pid, bool has_ticks, unsigned long long ticks, bo
 	return fd;
 }
 
-/* Adds an inotify watch on reg/DIR/NAME[/FILE]: its wd, or -1. */
+/* Adds an inotify watch on reg/DIR[/NAME[/FILE]]: its wd, or -1. */
 static int watch_path(struct registry *reg, int fd, const char *dir, const char *name,
 		      const char *file, uint32_t mask)
 {
@@ -350,7 +339,7 @@ static int watch_path(struct registry *reg, int fd, const char *dir, const char 
 	struct wsl_error ignored = { 0 };
 
 	if (path_join(path, reg->path, dir, &ignored) != 0 ||
-	    path_join(path, path, name, &ignored) != 0 ||
+	    (name != NULL && path_join(path, path, name, &ignored) != 0) ||
 	    (file != NULL && path_join(path, path, file, &ignored) != 0))
 		return -1;
 	return inotify_add_watch(fd, path, mask | IN_DONT_FOLLOW);
@@ -378,10 +367,12 @@ static int target_changed(struct registry *reg, struct local_queue *q)
 	fd = fsx_openat(loc(reg)->locks_fd, q->t_key, O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0)
 		return 1;
-	rc = 0;
-	if (q->t_live)
-		rc = fstatat(fd, "live", &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-		     st.st_ino != q->t_live_ino || liveness_live_held(fd) != 1;
+	/* A fresh live file: another lock at that key now (released and
+	 * taken meanwhile, or taken over). */
+	rc = fstatat(fd, "live", &st, AT_SYMLINK_NOFOLLOW) == 0 ? st.st_ino != q->t_live_ino :
+		q->t_live_ino != 0;
+	if (!rc && q->t_live)
+		rc = liveness_live_held(fd) != 1;
 	if (!rc && q->t_nested)
 		rc = fstatat(fd, LOCK_NESTED_FILE, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 		     flock_holder(&st) <= 0;
@@ -389,9 +380,10 @@ static int target_changed(struct registry *reg, struct local_queue *q)
 	return rc;
 }
 
-/* Reads the locks/ events: 1 when one names the lock slept on (or the
- * queue overflowed), else 0. */
-static int release_seen(int fd, const char *key)
+/* Reads the pending events of fd: 1 when one says the lock slept on left
+ * locks/ (the watch locks_wd, the entry named key) or events were lost,
+ * else 0 (a close: target_changed decides). */
+static int release_seen(int fd, int locks_wd, const char *key)
 {
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
 	ssize_t len;
@@ -401,7 +393,8 @@ static int release_seen(int fd, const char *key)
 		for (char *p = buf; p < buf + len;) {
 			const struct inotify_event *ev = (const struct inotify_event *)p;
 			if ((ev->mask & IN_Q_OVERFLOW) ||
-			    (ev->len > 0 && strcmp(ev->name, key) == 0))
+			    (locks_wd >= 0 && ev->wd == locks_wd && ev->len > 0 &&
+			     strcmp(ev->name, key) == 0))
 				seen = 1;
 			p += sizeof(*ev) + ev->len;
 		}
@@ -420,7 +413,7 @@ static void drain(int fd)
 /* The watches of one wait: inotify wds, the holder's pidfd, and whether
  * some could not be made (then it also looks once a second). */
 struct wait_set {
-	int wds[2];
+	int wds[3];
 	int pidfd;
 	bool slow;
 };
@@ -440,10 +433,16 @@ static int wait_arm(struct registry *reg, struct local_queue *q, struct wait_set
 			return 1;
 		ws->slow = ws->wds[0] < 0;
 	} else {
+		/* The release notice: only a head watches locks/, so a
+		 * release wakes no one else. Made after the try that saw the
+		 * lock: target_changed then sees a release that came between. */
+		ws->wds[2] = watch_path(reg, q->watch_fd, "locks", NULL, NULL,
+					IN_MOVED_FROM | IN_DELETE | IN_ONLYDIR);
+		ws->slow = ws->wds[2] < 0;
 		if (q->t_live) {
 			ws->wds[0] = watch_path(reg, q->watch_fd, "locks", q->t_key, "live",
 						IN_CLOSE_WRITE);
-			ws->slow = ws->wds[0] < 0;
+			ws->slow = ws->slow || ws->wds[0] < 0;
 		}
 		if (q->t_nested) {
 			ws->wds[1] = watch_path(reg, q->watch_fd, "locks", q->t_key,
@@ -486,7 +485,7 @@ static int wait_once(struct registry *reg, struct local_queue *q,
 {
 	struct pollfd pfd[5];
 	nfds_t np = 0;
-	int at_locks = -1, at_pid = -1, at_own = -1, at_sig = -1, wait;
+	int at_pid = -1, at_own = -1, at_sig = -1, wait;
 	long long left = until >= 0 ? until - platform_mono_ms() : -1;
 
 	if (until >= 0 && left <= 0)
@@ -495,10 +494,6 @@ static int wait_once(struct registry *reg, struct local_queue *q,
 	if (ws->slow && (wait < 0 || wait > WAIT_POLL_MS))
 		wait = WAIT_POLL_MS;
 	pfd[np++] = (struct pollfd){ q->watch_fd, POLLIN, 0 };
-	if (q->target == TARGET_LOCK && loc(reg)->watch_fd >= 0) {
-		at_locks = (int)np;	/* only a head polls locks/ */
-		pfd[np++] = (struct pollfd){ loc(reg)->watch_fd, POLLIN, 0 };
-	}
 	if (ws->pidfd >= 0) {
 		at_pid = (int)np;
 		pfd[np++] = (struct pollfd){ ws->pidfd, POLLIN, 0 };
@@ -519,11 +514,8 @@ static int wait_once(struct registry *reg, struct local_queue *q,
 	if ((at_own >= 0 && (pfd[at_own].revents & POLLIN)) ||
 	    (at_pid >= 0 && (pfd[at_pid].revents & POLLIN)))
 		return 0;
-	if (at_locks >= 0 && (pfd[at_locks].revents & POLLIN) &&
-	    release_seen(loc(reg)->watch_fd, q->t_key))
+	if ((pfd[0].revents & POLLIN) && release_seen(q->watch_fd, ws->wds[2], q->t_key))
 		return 0;
-	if (pfd[0].revents & POLLIN)
-		drain(q->watch_fd);	/* a close: target_changed decides */
 	if (ws->slow && q->t_pid_watch && ws->pidfd < 0 && holder_gone_slow(q))
 		return 0;
 	return 2;
@@ -534,7 +526,7 @@ int local_wait(struct registry *reg, int sigfd, long timeout_ms,
 {
 	struct local_queue *q = loc(reg)->queue;
 	long long until = timeout_ms >= 0 ? platform_mono_ms() + timeout_ms : -1;
-	struct wait_set ws = { { -1, -1 }, -1, false };
+	struct wait_set ws = { { -1, -1, -1 }, -1, false };
 	int rc = 0;
 
 	if (q == NULL || q->watch_fd < 0 || q->target == TARGET_NONE) {
@@ -549,7 +541,7 @@ int local_wait(struct registry *reg, int sigfd, long timeout_ms,
 		do
 			rc = target_changed(reg, q) ? 0 : wait_once(reg, q, &ws, sigfd, until, err);
 		while (rc == 2);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 3; i++)
 		if (ws.wds[i] >= 0)
 			inotify_rm_watch(q->watch_fd, ws.wds[i]);
 	fsx_close(ws.pidfd);

@@ -36,7 +36,6 @@ struct local {
 	bool exists;		/* false: opened read-only and not there */
 	int dir_fd, locks_fd, nest_fd, tmp_fd, coord_fd;
 	int coord_held;		/* 0, LOCK_SH or LOCK_EX */
-	int watch_fd;		/* inotify on locks/, or -1 */
 	struct local_queue *queue;	/* the wait queue (local_wait.c), or NULL */
 	enum fs_kind fs_kind;	/* of the registry directory */
 	int ids_fd;		/* ids/, the identity space (DESIGN.md section 3) */
@@ -130,6 +129,7 @@ int local_wait(struct registry *reg, int sigfd, long timeout_ms,
 
 #define QUEUE_DIR "queue"
 #define QUEUE_NAME_MAX 64	/* an entry's name, SEQ.PID.RAND, with its NUL */
+#define QUEUE_PROOFS 8		/* nesting proofs a waiter remembers */
 
 /* What a waiter sleeps on (queue_check records it, local_wait sleeps). */
 enum queue_target {
@@ -145,7 +145,7 @@ struct local_queue {
 	char name[QUEUE_NAME_MAX];
 	unsigned long long seq;
 	bool join;			/* wait_prepare: join at the next conflict */
-	int watch_fd;			/* inotify for one wait's watches, or -1 */
+	int watch_fd;			/* inotify for the watches of a wait (locks/ for a head), or -1 */
 	int own_pidfd;			/* the acquire --pid holder's pidfd, or -1 */
 	bool own_tried;
 	pid_t own_pid;			/* o->pid of the last try */
@@ -166,6 +166,12 @@ struct local_queue {
 	bool t_has_ticks;
 	char inside_of[QUEUE_NAME_MAX];	/* the entry queue_chain_inside was asked for */
 	bool inside;			/* and its answer */
+	struct {			/* registry->inside per lock, remembered */
+		char key[WSL_KEY_HEX + 1];
+		ino_t live_ino;
+		bool inside;
+	} proofs[QUEUE_PROOFS];
+	size_t n_proofs;
 };
 
 /* reg's wait state, made on first use; NULL when out of memory. */

@@ -18,7 +18,7 @@ MANPAGE=$BATS_TEST_DIRNAME/../man/wslock.1
 # every recipe the documents mark, and that every command-like block is
 # marked.
 TESTED="README.md:ci-recover README.md:deploy README.md:github README.md:gitlab
-README.md:cleanup README.md:etcd README.md:systemd wslock.1:runbook-inspect wslock.1:runbook-save
+README.md:cleanup README.md:etcd README.md:systemd README.md:exit-status README.md:retain-reason wslock.1:runbook-inspect wslock.1:runbook-save
 wslock.1:runbook-recover wslock.1:runbook-repair wslock.1:ci-recover
 wslock.1:deploy wslock.1:ci-retain wslock.1:skip-if-held wslock.1:who-holds-what"
 
@@ -363,6 +363,47 @@ ci_job() {
 		[ "${#lines[@]}" -eq 2 ] || fail "$sh: $output"
 		[[ $output == *"$T/srv/a"$'\t'held$'\t'live$'\t'"$live"* ]] || fail "$sh: $output"
 		[[ $output == *"$T/srv/b"$'\t'held$'\t'dead$'\t'* ]] || fail "$sh: $output"
+	done
+}
+
+@test "recipe README exit-status: free and busy told apart by the exit status alone (dash, bash)" {
+	local sh
+	recipe_file README.md exit-status
+	mkdir -p "$T/srv/a"
+	for sh in $(shells); do
+		WS=$T/srv/a run_recipe "$sh"
+		[ "$status" -eq 0 ] && [ "$output" = free ] || fail "$sh, free: exit $status: $output $stderr"
+	done
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$T/srv/a"
+	for sh in $(shells); do
+		WS=$T/srv/a run_recipe "$sh"
+		[ "$status" -eq 0 ] && [ "$output" = busy ] || fail "$sh, held: exit $status: $output $stderr"
+	done
+}
+
+@test "recipe README retain-reason: an acquire holder leaves its lock retained with the reason (dash, bash)" {
+	local sh token
+	mkdir -p "$T/srv/app"
+	recipe_file README.md retain-reason
+	for sh in $(shells); do
+		start_sleeper
+		acquire_as "$SLEEPER_PID" "$T/srv/app"
+		token=$(jq -r .token <<<"$OWNER")
+		token=$token run_recipe "$sh"
+		[ "$status" -eq 0 ] || fail "$sh: exit $status: $stderr"
+		run -0 wsl inspect "$T/srv/app"
+		[ "$(jq -r .state <<<"$output")" = retained ] || fail "$sh: $output"
+		[[ $output == *"migration stopped at step 4"* ]] || fail "$sh: no reason in $output"
+		# the next job is told to recover; recover by the exact document frees it
+		run wsl run -n "$T/srv/app" -- true
+		[ "$status" -eq 69 ] || fail "$sh: next job exited $status"
+		# the script that retained it ends; then an exact recover frees it
+		kill -KILL "$SLEEPER_PID"
+		wait_exit "$SLEEPER_PID" 10 2>/dev/null
+		run wsl recover --expected-owner - "$T/srv/app" -- true <<<"$OWNER"
+		[ "$status" -eq 0 ] || fail "$sh: exact recover: exit $status: $output"
+		[ "$(state "$T/srv/app")" = free ] || fail "$sh: not free after recover"
 	done
 }
 

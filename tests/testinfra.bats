@@ -99,10 +99,15 @@ setup() {
 	: >"$r/journal.jsonl"
 	run wsl_registry_leftovers "$r"
 	[ "$status" -eq 0 ] && [ -z "$output" ]
-	mkdir "$r/nest/k1" "$r/staging/s1"
+	# an emptied nest/ directory is kept (reclaim collects it): no leftover
+	mkdir "$r/nest/k1"
+	run wsl_registry_leftovers "$r"
+	[ "$status" -eq 0 ] && [ -z "$output" ]
+	: >"$r/nest/k1/m1"
+	mkdir "$r/staging/s1"
 	run wsl_registry_leftovers "$r"
 	[ "$status" -eq 1 ]
-	[[ $output == *"nest/: k1"* && $output == *"staging/: s1"* && $output != *locks* ]]
+	[[ $output == *"nest/: k1/m1"* && $output == *"staging/: s1"* && $output != *locks* ]]
 }
 
 @test "lib.sh: wsl_kill_reap leaves a started sleeper provably gone; wait_for is bounded" {

@@ -180,8 +180,12 @@ static void __attribute__((noreturn)) keeper_loop(struct pidkeep *k)
 		    !holder_runs(k->o))
 			_exit(0);
 		if (k->watch >= 0 && (p[2].revents & (POLLIN | POLLHUP | POLLERR)) &&
-		    keep_watched(k))
+		    keep_watched(k)) {
+			/* lost: a last renewal revokes the lease when its
+			 * check runs (else it runs out unused) */
+			keep_renew(k);
 			_exit(0);
+		}
 		if ((p[0].revents & POLLIN) && k->poker < 0) {
 			k->poker = accept4(k->sock, NULL, NULL, SOCK_CLOEXEC);
 			if (k->poker >= 0 && k->renew_at > k->last_ms + POKE_GAP_MS)

@@ -357,6 +357,23 @@ keeper_of() {
 	is_running "$SLEEPER_PID"
 }
 
+@test "etcd: acquire's keeper ends when its lock is removed elsewhere (another machine's release, an operator's del)" {
+	mkws a
+	start_sleeper
+	local keeper tok
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	tok=$(json_get .token "$OWNER")
+	keeper=$(keeper_of "$tok")
+	[ -n "$keeper" ] || fail "no keeper"
+	track_pid "$keeper"
+	# no poke reaches it: only its watch (or its next renewal) can tell
+	ectl del "/wslock/lock$(canon "$(W a)")" >/dev/null
+	wait_for "! is_running $keeper" 20 || fail "the keeper renews a lock that is gone"
+	is_running "$SLEEPER_PID"
+	run wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+}
+
 @test "etcd: release --token is refused while a run's liveness lease lives, as on disk" {
 	mkws a
 	hold --lease-ttl 3 "$(W a)"

@@ -67,9 +67,11 @@ static int release_option(int id, const char *arg, void *ctx, struct wsl_error *
 
 /* A lock whose live kernel lock is held belongs to a running `wslock run`
  * (or its command, or recover/reclaim running a command): the token is
- * printed everywhere, so it is no right to end that. The kernel lock on
- * live is taken at publish and only ever dropped, so a check before the
- * release cannot be outrun. */
+ * printed everywhere, so it is no right to end that (nor to retain it).
+ * The kernel lock on live is taken at publish and only ever dropped, so a
+ * check before the release cannot be outrun. Also refuses --retain of a
+ * free workspace (WSL_NOT_HELD), and copies token's owner, when it is the
+ * one there, to *seen for the output. */
 static int refuse_live(struct registry *reg, const char *ws, const char *token,
 		       bool retain, struct owner *seen, struct wsl_error *err)
 {

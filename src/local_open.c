@@ -88,6 +88,9 @@ static int check_before_create(const char *path, const char *workspace,
 		return wsl_error_set(err, WSL_UNSAFE_PATH,
 				     "registry %s and workspace %s overlap; choose a registry outside every workspace (-d or WSLOCK_DIR)",
 				     path, workspace);
+	if (workspace != NULL &&
+	    wspath_check_apart_planned(workspace, path, real, path + cut, err) != 0)
+		return -1;
 	fd = fsx_open(real, O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0)
 		return 0;

@@ -81,6 +81,48 @@ bool wspath_within(const char *inner, const char *outer)
 	       (inner[n] == '\0' || inner[n] == '/');
 }
 
+/* The identity of path into fs and fspath; 1 when path does not exist (a
+ * workspace being released after it was removed, a registry not made
+ * yet: nothing there to compare), -1 with err when it cannot be read. */
+static int identity_if_any(const char *path, char fs[MOUNTINFO_FS_MAX + 1],
+			   char fspath[PATH_MAX], struct wsl_error *err)
+{
+	if (mountinfo_identity(path, fs, fspath, err) == 0)
+		return 0;
+	if (err->code != WSL_NO_WORKSPACE)
+		return -1;
+	wsl_error_clear(err);
+	return 1;
+}
+
+/* True when (fs, fspath) is the place (ofs, ofspath) in the identity space
+ * or lies below it. */
+static bool identity_within(const char *fs, const char *fspath, const char *ofs,
+			    const char *ofspath)
+{
+	return strcmp(fs, ofs) == 0 && wspath_within(fspath, ofspath);
+}
+
+/* Refuses ws (canonical, not "/") when its identity is that of "/": the
+ * root directory reached through a bind mount of it (DESIGN.md section 3:
+ * one directory, whatever path reaches it). */
+static int refuse_root_alias(const char *arg, const char *ws, struct wsl_error *err)
+{
+	char fs[MOUNTINFO_FS_MAX + 1], fspath[PATH_MAX];
+	char root_fs[MOUNTINFO_FS_MAX + 1], root_fspath[PATH_MAX];
+	int rc;
+
+	if ((rc = identity_if_any(ws, fs, fspath, err)) != 0)
+		return rc < 0 ? -1 : 0;
+	if ((rc = identity_if_any("/", root_fs, root_fspath, err)) != 0)
+		return rc < 0 ? -1 : 0;
+	if (strcmp(fs, root_fs) == 0 && strcmp(fspath, root_fspath) == 0)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "refusing %s as a workspace: it is / (reached through a bind mount or another mount), which would contain every other workspace and the registry",
+				     arg);
+	return 0;
+}
+
 int wspath_resolve(const char *arg, bool allow_missing, char out[PATH_MAX],
 		   struct wsl_error *err)
 {
@@ -117,6 +159,8 @@ int wspath_resolve(const char *arg, bool allow_missing, char out[PATH_MAX],
 	if (strcmp(out, "/") == 0)
 		return wsl_error_set(err, WSL_UNSAFE_PATH,
 				     "refusing / as a workspace: it would contain every other workspace and the registry");
+	if (refuse_root_alias(arg, out, err) != 0)
+		return -1;
 	if (!owner_path_canonical(out))
 		return wsl_error_set(err, WSL_UNSAFE_PATH,
 				     "workspace path %s has control characters",
@@ -126,6 +170,41 @@ int wspath_resolve(const char *arg, bool allow_missing, char out[PATH_MAX],
 		return wsl_error_set(err, WSL_UNSAFE_PATH,
 				     "workspace path %s is not valid UTF-8", arg);
 	json_decref(probe);
+	return 0;
+}
+
+/*
+ * The rule of wspath_check_apart in the identity space (DESIGN.md sections
+ * 3 and 5): a bind mount can reach a directory inside the workspace by a
+ * path outside it. The registry's place is reg_real's identity, followed by
+ * rest (the part not made yet, folded) when rest is not NULL: it must be
+ * neither the workspace's place nor below it, nor above it.
+ */
+static int apart_by_identity(const char *ws, const char *reg_path, const char *reg_real,
+			     const char *rest, struct wsl_error *err)
+{
+	char fs[MOUNTINFO_FS_MAX + 1], fspath[PATH_MAX];
+	char reg_fs[MOUNTINFO_FS_MAX + 1], reg_fspath[PATH_MAX], joined[PATH_MAX];
+	int rc;
+
+	if ((rc = identity_if_any(ws, fs, fspath, err)) != 0)
+		return rc < 0 ? -1 : 0;
+	if ((rc = identity_if_any(reg_real, reg_fs, reg_fspath, err)) != 0)
+		return rc < 0 ? -1 : 0;
+	if (rest != NULL && rest[0] != '\0') {
+		if (snprintf(joined, sizeof(joined), "%s/%s", reg_fspath, rest) >= (int)sizeof(joined) ||
+		    fold_path(joined, reg_fspath) != 0)
+			return wsl_error_set(err, WSL_UNSAFE_PATH,
+					     "registry path %s is longer than PATH_MAX", reg_path);
+	}
+	if (identity_within(reg_fs, reg_fspath, fs, fspath))
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "registry %s lies inside workspace %s (through a bind mount or another mount); choose a registry outside it (-d or WSLOCK_DIR)",
+				     reg_path, ws);
+	if (identity_within(fs, fspath, reg_fs, reg_fspath))
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "workspace %s lies inside the registry %s (through a bind mount or another mount)",
+				     ws, reg_path);
 	return 0;
 }
 
@@ -143,7 +222,13 @@ int wspath_check_apart(const char *ws, const char *reg_path, const char *reg_rea
 		return wsl_error_set(err, WSL_UNSAFE_PATH,
 				     "workspace %s lies inside the registry %s",
 				     ws, reg_path);
-	return 0;
+	return apart_by_identity(ws, reg_path, reg_real, NULL, err);
+}
+
+int wspath_check_apart_planned(const char *ws, const char *reg_path, const char *existing,
+			       const char *rest, struct wsl_error *err)
+{
+	return apart_by_identity(ws, reg_path, existing, rest, err);
 }
 
 int wspath_identity(const char *ws, char fs[MOUNTINFO_FS_MAX + 1], char fspath[PATH_MAX],

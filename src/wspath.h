@@ -21,8 +21,9 @@
  * Resolves a workspace argument to its canonical path (realpath(3): symlinks
  * resolved, so a path through a symlink names its target's lock). Fails with
  * WSL_USAGE for "", WSL_NO_WORKSPACE when it does not exist or is not a
- * directory (sys_errno says why), and with WSL_UNSAFE_PATH for "/" and for
- * a path with control characters or invalid UTF-8. With allow_missing, a
+ * directory (sys_errno says why), and with WSL_UNSAFE_PATH for "/", for
+ * a directory whose identity (wspath_identity) is that of "/" (a bind mount
+ * of it), and for a path with control characters or invalid UTF-8. With allow_missing, a
  * workspace that no longer exists resolves lexically (absolute, "." and
  * ".." folded) so its lock can still be released.
  */
@@ -31,11 +32,24 @@ int wspath_resolve(const char *arg, bool allow_missing, char out[PATH_MAX],
 
 /*
  * Refuses (WSL_UNSAFE_PATH) a workspace ws that contains the registry
- * directory (reg_path as given, reg_real canonical) or lies inside it.
- * reg_path "" (no registry directory on this host: etcd): always 0.
+ * directory (reg_path as given, reg_real canonical) or lies inside it,
+ * compared by path and in the identity space (wspath_identity: a bind
+ * mount of a directory inside ws reaches it by a path outside ws).
+ * reg_path "" (no registry directory on this host: etcd): always 0. A ws
+ * or registry that does not exist is compared by path only; an identity
+ * that cannot be read otherwise fails (WSL_OS), never passes unchecked.
  */
 int wspath_check_apart(const char *ws, const char *reg_path, const char *reg_real,
 		       struct wsl_error *err);
+
+/*
+ * The identity half of wspath_check_apart for a registry not made yet:
+ * reg_path would be the existing directory existing (canonical) followed
+ * by rest (the components still to be made, joined with "/" and folded
+ * lexically). Same errors.
+ */
+int wspath_check_apart_planned(const char *ws, const char *reg_path, const char *existing,
+			       const char *rest, struct wsl_error *err);
 
 /* True when inner is outer or lies below it (canonical paths). */
 bool wspath_within(const char *inner, const char *outer);

@@ -490,3 +490,49 @@ in_alias_ns() {
 	jq_ok "(.reclaimed | length) == 1 and .reclaimed[0].workspace_root == \"$(canon "$(W real)")\"" \
 		"$(cat "$BATS_TEST_TMPDIR/reclaim.json")"
 }
+
+@test "a registry inside the workspace reached through a bind mount is refused (77), made or not, and so is a workspace inside it" {
+	needs_mounts
+	mkws sws/inner other bm4
+	run -0 in_mountns '
+		W=$1 r=$2 a=$3 o=$4
+		mount --bind "$r/inner" "$a" || exit 1
+		# Not made yet: refused before anything is created.
+		WSLOCK_DIR=$a/reg "$W" run -n "$r" -- echo RAN; echo "fresh=$?"
+		[ -e "$r/inner/reg" ] && echo "CREATED"
+		# Made by a command on another workspace, then used for this one.
+		WSLOCK_DIR=$a/reg "$W" run -n "$o" -- true; echo "other=$?"
+		WSLOCK_DIR=$a/reg "$W" run -n "$r" -- echo RAN; echo "run=$?"
+		WSLOCK_DIR=$a/reg "$W" run -n "$r/inner" -- echo RAN; echo "inner=$?"
+		WSLOCK_DIR=$a/reg "$W" acquire --pid $$ "$r" >/dev/null; echo "acquire=$?"
+		WSLOCK_DIR=$a/reg "$W" inspect "$r" >/dev/null; echo "inspect=$?"
+		WSLOCK_DIR=$a/reg "$W" run -n "$r" -- echo RAN 2>&1 | grep -c "registry $a/reg lies inside workspace $r"
+		# The registry by its real path, the workspace inside it through the alias.
+		WSLOCK_DIR=$r/inner/reg "$W" run -n "$a/reg/locks" -- echo RAN; echo "within=$?"
+		WSLOCK_DIR=$r/inner/reg "$W" run -n "$a/reg/locks" -- echo RAN 2>&1 | grep -c "workspace $a/reg/locks lies inside the registry"
+		true' sh "$WSLOCK" "$(canon "$(W sws)")" "$(canon "$(W bm4)")" "$(canon "$(W other)")"
+	for k in fresh=77 other=0 run=77 inner=77 acquire=77 inspect=77 within=77; do
+		[[ $output == *"$k"$'\n'* || $output == *"$k" ]] || fail "expected $k: $output"
+	done
+	[[ $output != *RAN* ]] || fail "ran with the registry inside the workspace: $output"
+	[[ $output != *CREATED* ]] || fail "a refused command created the registry: $output"
+	[ "$(grep -cx 1 <<<"$output")" -eq 2 ] || fail "the messages do not say why: $output"
+}
+
+@test "/ reached through a bind mount is refused as a workspace like / (77)" {
+	needs_mounts
+	mkws bm2
+	run -0 in_mountns '
+		W=$1 a=$2
+		mount --bind / "$a" || exit 1
+		"$W" run -n "$a" -- echo RAN; echo "run=$?"
+		"$W" acquire --pid $$ "$a" >/dev/null; echo "acquire=$?"
+		"$W" inspect "$a" >/dev/null; echo "inspect=$?"
+		"$W" run -n "$a" -- echo RAN 2>&1 | grep -c "refusing $a as a workspace: it is /"
+		true' sh "$WSLOCK" "$(canon "$(W bm2)")"
+	for k in run=77 acquire=77 inspect=77; do
+		[[ $output == *"$k"* ]] || fail "expected $k: $output"
+	done
+	[[ $output != *RAN* ]] || fail "ran with / as the workspace: $output"
+	[[ $output == *$'\n'1* ]] || fail "the message does not say why: $output"
+}

@@ -92,12 +92,28 @@ int registry_workspace(const struct registry *reg, const char *arg,
 int registry_open(struct registry *reg, const struct registry_config *cfg,
 		  bool create, struct wsl_error *err)
 {
-	const char *backend = cfg->backend;
+	const char *backend = cfg->backend, *env_ep;
 	char path[PATH_MAX];
 
 	if (backend == NULL || backend[0] == '\0')
 		backend = getenv("WSLOCK_BACKEND");
+	if (backend == NULL || backend[0] == '\0') {
+		/* etcd settings without a backend chosen: falling back to the
+		 * local registry silently would let every machine lock its own
+		 * (DESIGN 5b): the backend must be named. */
+		env_ep = getenv("WSLOCK_ETCD_ENDPOINTS");
+		if (cfg->etcd_endpoints == NULL && env_ep != NULL && env_ep[0] != '\0')
+			return wsl_error_set(err, WSL_USAGE,
+					     "WSLOCK_ETCD_ENDPOINTS is set but no backend is chosen: "
+					     "use --backend etcd (or WSLOCK_BACKEND=etcd) for etcd, or "
+					     "WSLOCK_BACKEND=local to use the local registry on purpose");
+	}
 	if (backend == NULL || backend[0] == '\0' || strcmp(backend, "local") == 0) {
+		if (cfg->etcd_endpoints != NULL)
+			return wsl_error_set(err, WSL_USAGE,
+					     "--etcd-endpoints is given but the backend is local: "
+					     "add --backend etcd (or WSLOCK_BACKEND=etcd), or drop "
+					     "--etcd-endpoints to use the local registry");
 		if (registry_default_path(cfg->lock_dir, path, err) != 0)
 			return -1;
 		return local_open(reg, path, cfg->workspace, create, err);

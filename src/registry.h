@@ -112,6 +112,10 @@ int registry_default_path(const char *dir, char out[PATH_MAX],
  * Opens the registry cfg names (see struct registry_config). With create,
  * the local registry is made on first use; without it nothing is created.
  * Fails with WSL_USAGE for an unknown backend or missing etcd endpoints,
+ * for cfg->etcd_endpoints (--etcd-endpoints) with the local backend, and
+ * for a non-empty $WSLOCK_ETCD_ENDPOINTS when no backend is chosen
+ * (cfg->backend and $WSLOCK_BACKEND unset or empty): etcd settings never
+ * fall back to the local registry silently.
  * WSL_BACKEND_UNAVAILABLE when etcd cannot be reached, and as
  * local_open for the local registry.
  */

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # Smaller items of issue 12: an empty registry path, -E 0 -q, exec failures,
-# reclaim's report of a workspace its cleanup command left retained.
+# reclaim's report of a workspace its cleanup command left retained; etcd
+# settings without the etcd backend.
 
 load helpers
 
@@ -62,4 +63,41 @@ load helpers
 	jq_ok '.state == "retained"' "$INSPECT"
 	run -0 --separate-stderr wsl reclaim --yes "$(W b)" -- true
 	jq_ok '(.reclaimed | length == 1) and .retained == []'
+}
+
+@test "etcd settings without the etcd backend are a usage error, not a silent local registry" {
+	mkws a
+	unset WSLOCK_BACKEND
+	# Port 9 (discard): nothing answers, and nothing may be asked.
+	export WSLOCK_ETCD_ENDPOINTS=http://127.0.0.1:9
+	local be
+	for be in unset empty; do
+		if [ "$be" = empty ]; then export WSLOCK_BACKEND=; fi
+		run -64 --separate-stderr wsl acquire --pid $$ "$(W a)"
+		assert_usage_error
+		[[ $stderr == *"--backend etcd"*"WSLOCK_BACKEND=local"* ]] || fail "no way out named: $stderr"
+		run -64 --separate-stderr wsl run "$(W a)" -- echo SHOULD-NOT-RUN
+		assert_usage_error --run
+		run -64 --separate-stderr wsl inspect --registry
+		assert_usage_error
+		run -64 --separate-stderr wsl reclaim
+		assert_usage_error
+	done
+	[ ! -e "$WSLOCK_DIR" ] || fail "a local registry was created"
+	# Chosen on purpose, the local registry works as before.
+	WSLOCK_BACKEND=local run -0 --separate-stderr wsl inspect --registry
+	jq_ok '.backend == "local"'
+	run -0 --separate-stderr wsl --backend local run "$(W a)" -- true
+	# An empty variable is unset.
+	WSLOCK_BACKEND= WSLOCK_ETCD_ENDPOINTS= run -0 --separate-stderr wsl inspect --registry
+	jq_ok '.backend == "local"'
+	# --etcd-endpoints on the command line never selects the local registry.
+	unset WSLOCK_BACKEND WSLOCK_ETCD_ENDPOINTS
+	run -64 --separate-stderr wsl inspect --etcd-endpoints http://127.0.0.1:9 --registry
+	assert_usage_error
+	[[ $stderr == *"--backend etcd"* ]] || fail "stderr: $stderr"
+	run -64 --separate-stderr wsl --backend local --etcd-endpoints http://127.0.0.1:9 run "$(W a)" -- echo SHOULD-NOT-RUN
+	assert_usage_error --run
+	WSLOCK_BACKEND=local run -64 --separate-stderr wsl acquire --etcd-endpoints http://127.0.0.1:9 --pid $$ "$(W a)"
+	assert_usage_error
 }

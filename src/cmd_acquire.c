@@ -1,14 +1,17 @@
 /* cmd_acquire.c - wslock acquire: hold a lock for a process that outlives
  * wslock (a shell script), and print its owner document. */
 #include "cli.h"
+#include "fsx.h"
 #include "hold.h"
 #include "keeper_pid.h"
 #include "output.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -66,6 +69,43 @@ static int start_keeper(struct registry *reg, const struct owner *o,
 	registry_release(reg, o->workspace_root, o->token, NULL, &rerr);
 	wsl_error_clear(&rerr);
 	return -1;
+}
+
+/*
+ * The owner document could not be written (errno e): the caller never
+ * learns the token, so nobody could release the lock; it is given back
+ * as `release --token` would (not while runs nested under it run; an
+ * etcd keeper is poked so that it is gone too). One stderr line, no JSON
+ * (stdout is what failed). Returns 74 (WSL_IO).
+ */
+static int give_back(struct cli *c, struct registry *reg, const struct owner *o, int e)
+{
+	struct wsl_error err = { 0 }, rerr = { 0 };
+	int nfd = -1, rc, status;
+
+	rc = registry_nest_lock(reg, o->workspace_root, o->token, LOCK_EX | LOCK_NB, &nfd,
+				&rerr);
+	if (rc == NEST_LOCK_BUSY)
+		rc = wsl_error_set(&rerr, WSL_BUSY, "wslock runs nested under it are running");
+	else if (rc >= 0)
+		rc = registry_release(reg, o->workspace_root, o->token, NULL, &rerr);
+	fsx_close(nfd);
+	if (rc == 0 && strcmp(registry_backend(reg), "etcd") == 0)
+		keeper_pid_poke(o->token, KEEPER_POKE_WAIT_MS);
+	if (rc == 0)
+		wsl_error_set(&err, WSL_IO,
+			      "cannot write the owner document to standard output (%s); the lock of %s was released again",
+			      strerror(e), o->workspace_root);
+	else
+		wsl_error_set(&err, WSL_IO,
+			      "cannot write the owner document to standard output (%s), and the lock of %s could not be released (%s): it is held for pid %ld, token %s",
+			      strerror(e), o->workspace_root, rerr.message, (long)o->pid,
+			      o->token);
+	wsl_error_clear(&rerr);
+	c->json_errors = false;
+	status = output_error(c, &err);
+	wsl_error_clear(&err);
+	return status;
 }
 
 static int acquire_main(struct cli *c, int argc, char **argv)
@@ -128,11 +168,12 @@ static int acquire_main(struct cli *c, int argc, char **argv)
 	if (rc == 0 && leased && start_keeper(&reg, &o, &err) != 0)
 		rc = -1;
 	fence = reg.fence;
-	registry_close(&reg);
 	if (a.hold.wait.sigfd >= 0)
 		close(a.hold.wait.sigfd);
 	/* Signals stay blocked until exit: the output below must be whole. */
 	(void)old;
+	if (rc != 0)
+		registry_close(&reg);
 	if (rc > 0)
 		return 128 + rc;
 	if (rc < 0) {
@@ -147,7 +188,14 @@ static int acquire_main(struct cli *c, int argc, char **argv)
 	 * began (WSLOCK_FENCE of run); not part of the owner document. */
 	if (fence > 0)
 		json_object_set_new(out, "fence", json_integer(fence));
-	return output_json(c, out);
+	/* A closed pipe is a write error (EPIPE) like a full disk, not a
+	 * death by SIGPIPE that would leave the lock behind. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGPIPE);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	status = output_json_write(c, out) == 0 ? 0 : give_back(c, &reg, &o, errno);
+	registry_close(&reg);
+	return status;
 }
 
 const struct cli_command cmd_acquire = {
@@ -161,5 +209,7 @@ const struct cli_command cmd_acquire = {
 	"With the etcd backend, a keeper process left behind (no stdio, a session\n"
 	"of its own) renews the lock's liveness lease while the holder lives and\n"
 	"stops when it exits (the lock is then left, dead: recovery required) or\n"
-	"at release; the output carries the fencing token as \"fence\".\n",
+	"at release; the output carries the fencing token as \"fence\".\n"
+	"If the owner document cannot be written (a full disk, a closed pipe), the\n"
+	"lock is released again and acquire exits 74 (WSLOCK_IO).\n",
 };

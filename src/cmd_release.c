@@ -17,8 +17,6 @@
 #include <sys/file.h>
 #include <time.h>
 
-#define POKE_WAIT_MS 3000	/* release waits this long for a keeper's check */
-
 static const struct cli_option release_options[] = {
 	{ "token", OPT_TOKEN, required_argument, "TOKEN",
 	  "the owner's token (from acquire's owner document); required" },
@@ -195,7 +193,7 @@ static int release_main(struct cli *c, int argc, char **argv)
 	/* An acquire's keeper on this machine (etcd) checks its lock now and
 	 * exits, rather than at its next renewal. */
 	if (strcmp(registry_backend(&reg), "etcd") == 0)
-		keeper_pid_poke(a.token, POKE_WAIT_MS);
+		keeper_pid_poke(a.token, KEEPER_POKE_WAIT_MS);
 	registry_close(&reg);
 	if (c->verbose)
 		output_notice("%s %s", a.retain ? "retained for recovery:" : "released", ws);

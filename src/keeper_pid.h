@@ -50,4 +50,7 @@ int keeper_pid_start(struct registry *reg, const struct owner *o, int pidfd,
  */
 void keeper_pid_poke(const char *token, long timeout_ms);
 
+/* How long (ms) a release waits in keeper_pid_poke for the keeper's check. */
+#define KEEPER_POKE_WAIT_MS 3000
+
 #endif

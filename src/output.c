@@ -90,29 +90,43 @@ int output_usage(struct cli *c, const char *fmt, ...)
 	return rc;
 }
 
-int output_json(struct cli *c, json_t *value)
+int output_json_write(struct cli *c, json_t *value)
 {
-	int rc = 0;
+	int rc = 0, e = 0;
 
-	if (value == NULL ||
-	    json_dumpf(value, stdout, JSON_ENCODE_ANY | (c->pretty ? JSON_INDENT(2) : JSON_COMPACT)) != 0 ||
-	    fputc('\n', stdout) == EOF || fflush(stdout) == EOF) {
-		fprintf(stderr, "wslock: cannot write to standard output: %s\n",
-			strerror(errno));
-		rc = wsl_code_exit(WSL_IO);
+	if (value == NULL) {
+		rc = -1;
+		e = ENOMEM;
+	} else if (json_dumpf(value, stdout, JSON_ENCODE_ANY |
+			      (c->pretty ? JSON_INDENT(2) : JSON_COMPACT)) != 0 ||
+		   fputc('\n', stdout) == EOF || fflush(stdout) == EOF) {
+		rc = -1;
+		e = errno != 0 ? errno : EIO;
 	}
 	json_decref(value);
+	errno = e;
 	return rc;
+}
+
+/* The one stderr line of a write error on stdout (DESIGN §6: the code
+ * last, as every error line ends); returns 74. */
+static int write_failed(int e)
+{
+	fprintf(stderr, "wslock: cannot write to standard output: %s [%s]\n",
+		strerror(e), wsl_code_name(WSL_IO));
+	return wsl_code_exit(WSL_IO);
+}
+
+int output_json(struct cli *c, json_t *value)
+{
+	return output_json_write(c, value) == 0 ? 0 : write_failed(errno);
 }
 
 /* A write error on stdout: said once, remembered in s. */
 static int stream_failed(struct output_stream *s)
 {
-	if (s->status == 0) {
-		fprintf(stderr, "wslock: cannot write to standard output: %s\n",
-			strerror(errno));
-		s->status = wsl_code_exit(WSL_IO);
-	}
+	if (s->status == 0)
+		s->status = write_failed(errno);
 	return s->status;
 }
 
@@ -500,10 +514,8 @@ int output_table(const struct cli *c, const struct output_row *rows, size_t n)
 		if (e->state != LOCK_FREE)
 			row_details(c, e, rows[i].label ? "  " : "");
 	}
-	if (fflush(stdout) == EOF || ferror(stdout)) {
-		fprintf(stderr, "wslock: cannot write to standard output: %s\n", strerror(errno));
-		return wsl_code_exit(WSL_IO);
-	}
+	if (fflush(stdout) == EOF || ferror(stdout))
+		return write_failed(errno);
 	return 0;
 }
 

@@ -36,6 +36,12 @@ int output_error(struct cli *c, struct wsl_error *err);
  * cannot be written (EPIPE, ENOSPC...), after saying so on stderr. */
 int output_json(struct cli *c, json_t *value);
 
+/* Writes value as output_json does, saying nothing on a failure: returns
+ * 0, or -1 with errno set when stdout cannot be written (the caller
+ * reports it, e.g. through output_error with json_errors off). Takes the
+ * reference. */
+int output_json_write(struct cli *c, json_t *value);
+
 /* A JSON document {"NAME":[ITEM,...]} written item by item, as
  * output_json would write it whole (the same bytes, compact or --pretty),
  * so that a long list needs no memory for all of it. output_stream_begin

@@ -346,3 +346,38 @@ load helpers
 	inspect_json "$(W a)"
 	jq_ok '.state == "free"' "$INSPECT"
 }
+
+# acquire_to_closed_pipe WS: acquire --pid $$ WS with stdout a pipe that no
+# one reads any more (a write gets EPIPE).
+acquire_to_closed_pipe() {
+	local p=$BATS_TEST_TMPDIR/pipe.$RANDOM
+	mkfifo "$p"
+	run --separate-stderr timeout -k 5 30 bash -c \
+		'exec 4<>"$1"; exec 5>"$1"; exec 4<&-; exec "$2" acquire --pid "$3" "$4" >&5' \
+		sh "$p" "$WSLOCK" $$ "$1"
+}
+
+# assert_given_back WS: the acquire that just failed said so (74, one line
+# ending with [WSLOCK_IO]) and left WS free.
+assert_given_back() {
+	[ "$status" -eq 74 ] || fail "exit $status, not 74: $stderr"
+	assert_one_stderr_line
+	[[ $stderr == *"[WSLOCK_IO]" ]] || fail "no [WSLOCK_IO] at the end: $stderr"
+	[[ $stderr == *"released again"* ]] || fail "does not say the lock was given back: $stderr"
+	inspect_json "$1"
+	jq_ok '.state == "free"' "$INSPECT"
+	run -0 --separate-stderr wsl run -n "$1" -- true
+}
+
+@test "acquire that cannot write its owner document releases its lock (74 WSLOCK_IO): a full disk, a closed pipe" {
+	[ -c /dev/full ] || fail "no /dev/full on this Linux system"
+	mkws a
+	run --separate-stderr timeout -k 5 30 sh -c 'exec "$1" acquire --pid "$2" "$3" >/dev/full' \
+		sh "$WSLOCK" $$ "$(W a)"
+	assert_given_back "$(W a)"
+	acquire_to_closed_pipe "$(W a)"
+	assert_given_back "$(W a)"
+	# Other commands' write errors end with the code too.
+	run --separate-stderr timeout -k 5 30 sh -c 'exec "$1" inspect "$2" >/dev/full' sh "$WSLOCK" "$(W a)"
+	[ "$status" -eq 74 ] && [[ $stderr == *"[WSLOCK_IO]" ]] || fail "inspect: $status $stderr"
+}

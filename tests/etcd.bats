@@ -357,6 +357,26 @@ keeper_of() {
 	is_running "$SLEEPER_PID"
 }
 
+@test "etcd: acquire that cannot write its owner document releases its lock and stops its keeper (74 WSLOCK_IO)" {
+	mkws a
+	start_sleeper
+	run --separate-stderr timeout -k 5 30 sh -c 'exec "$1" acquire --pid "$2" "$3" >/dev/full' \
+		sh "$WSLOCK" "$SLEEPER_PID" "$(W a)"
+	[ "$status" -eq 74 ] || fail "exit $status, not 74: $stderr"
+	assert_one_stderr_line
+	[[ $stderr == *"released again [WSLOCK_IO]" ]] || fail "stderr: $stderr"
+	inspect_json "$(W a)"
+	jq_ok '.state == "free"' "$INSPECT"
+	run ectl get --prefix "/wslock/live$(canon "$(W a)")" --keys-only
+	[ -z "$output" ] || fail "its liveness key is left: $output"
+	# No keeper is left renewing a lease for the sleeper (a keeper keeps
+	# the argv of the acquire that forked it).
+	wait_for "! pgrep -f -- 'acquire --pid $SLEEPER_PID' >/dev/null" 10 ||
+		fail "a keeper outlived the failed acquire: $(pgrep -af -- "acquire --pid $SLEEPER_PID")"
+	run -0 --separate-stderr wsl run -n "$(W a)" -- true
+	is_running "$SLEEPER_PID"
+}
+
 @test "etcd: acquire's keeper ends when its lock is removed elsewhere (another machine's release, an operator's del)" {
 	mkws a
 	start_sleeper

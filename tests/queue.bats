@@ -305,3 +305,26 @@ vcs() {
 	wait_exit "$pw" 30 && [ "$WAIT_STATUS" = 0 ]
 	[ "$(cat "$BATS_TEST_TMPDIR/order")" = "$(printf 'inner\nw')" ]
 }
+
+@test "a nested run of its holder's own workspace is not held back by a waiter queued below it" {
+	mkws a/x/deep
+	# The outer run holds /a; a waiter for /a/x/deep queues behind it.
+	# Then the outer's command runs 'run -n /a': it nests (it holds the
+	# outer's live file), so the queue has no say, and it runs before the
+	# waiter.
+	"$WSLOCK" run "$(W a)" -- sh -c '
+		while [ ! -e "$1/QUEUED" ]; do sleep 0.05; done
+		"$2" run -n "$3" -- sh -c "echo inner >>\"$1/order\""' \
+		sh "$BATS_TEST_TMPDIR" "$WSLOCK" "$(W a)" \
+		</dev/null >"$BATS_TEST_TMPDIR/outer.out" 2>"$BATS_TEST_TMPDIR/outer.err" 3>&- &
+	local outer=$!
+	track_pid "$outer"
+	wait_for "[ -d '$(lock_dir_of "$(W a)")' ]" 20
+	waiter w "$(W a/x/deep)" -w 30
+	local pw=$WAITER_PID
+	touch "$BATS_TEST_TMPDIR/QUEUED"
+	wait_exit "$outer" 30 || fail "the outer run hung: $(cat "$BATS_TEST_TMPDIR/outer.err")"
+	[ "$WAIT_STATUS" = 0 ] || fail "outer exited $WAIT_STATUS: $(cat "$BATS_TEST_TMPDIR/outer.err")"
+	wait_exit "$pw" 30 && [ "$WAIT_STATUS" = 0 ]
+	[ "$(cat "$BATS_TEST_TMPDIR/order")" = "$(printf 'inner\nw')" ]
+}

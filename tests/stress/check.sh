@@ -14,8 +14,18 @@
 #     recover-foreign, a recover of an owner of another pid namespace or
 #     host, must never hold);
 # and prints the counts. Exit 0 when all hold, 1 otherwise.
+#
+# check.sh --started LOG TAG: exit 0 when LOG holds the START of TAG (the
+# driver's nested operation waits on it). Tags compare as strings: awk
+# compares two numeric-looking fields as numbers, and 1.10 == 1.1.
 set -u
-[ $# -gt 0 ] || { echo "usage: check.sh LOG... | check.sh --self-test" >&2; exit 64; }
+[ $# -gt 0 ] || { echo "usage: check.sh LOG... | check.sh --started LOG TAG | check.sh --self-test" >&2; exit 64; }
+
+if [ "$1" = --started ]; then
+	[ $# = 3 ] || { echo "usage: check.sh --started LOG TAG" >&2; exit 64; }
+	awk -v t="$3" '$1 == "START" && $4 "" == t "" { f = 1 } END { exit !f }' "$2"
+	exit
+fi
 
 # --self-test: the checker must catch an overlap and a bad exit status, and
 # accept a clean log.
@@ -46,6 +56,12 @@ if [ "$1" = --self-test ]; then
 		{ echo "check.sh self-test: a refused recover of a foreign owner was rejected" >&2; exit 1; }
 	if "$0" "$d/clean.log" "$d/foreign-taken.log" >/dev/null 2>&1; then
 		echo "check.sh self-test: a recover that took over a foreign owner was not caught" >&2; exit 1
+	fi
+	# --started: op 1.10 has not started although op 1.1 has.
+	"$0" --started "$d/clean.log" 1.1 ||
+		{ echo "check.sh self-test: --started missed a START" >&2; exit 1; }
+	if "$0" --started "$d/clean.log" 1.10; then
+		echo "check.sh self-test: --started took the START of 1.1 for one of 1.10" >&2; exit 1
 	fi
 	echo "check.sh self-test: ok"
 	exit 0

@@ -185,16 +185,18 @@ contender() {
 			# The outer's command exits once the nested run holds (its
 			# START is logged) or has ended: the outer waits for a nested
 			# run that is running (DESIGN.md section 2), one still starting
-			# races with it and may meet another holder.
+			# races with it and may meet another holder. (Its START by
+			# exact tag: check.sh --started; a numeric awk compare took
+			# N.1's START for N.10's, let the outer go and refused the
+			# nested run.)
 			kind=nested
 			wsl run -q -w "$WAIT" "$ws" -- sh -c '
 				"$0" run -q -n "$1" -- "$2" hold "$3" "$1" "$4" "$5" </dev/null >/dev/null &
 				p=$!
-				while kill -0 "$p" 2>/dev/null &&
-					! awk -v t="$4" '"'"'$1 == "START" && $4 == t { f = 1 } END { exit !f }'"'"' "$3"; do
+				while kill -0 "$p" 2>/dev/null && ! "$6" --started "$3" "$4"; do
 					sleep 0.01
 				done
-				exit 0' "$W" "$ws" "$STAMP" "$log" "$tag" "$HOLD_MS" \
+				exit 0' "$W" "$ws" "$STAMP" "$log" "$tag" "$HOLD_MS" "$HERE/check.sh" \
 				</dev/null >/dev/null 2>>"$S/logs/$id.err"
 			st=$?
 		elif ((r < 30)); then

@@ -74,7 +74,11 @@ fuzz: fuzz/fuzz_owner
 # (through tests/run-bats.sh: in CI a skip not in tests/skips.allowed or
 # tests/skips.valgrind fails):
 # memcheck with full leak check; an error makes it exit 99 (no wslock exit
-# code is 99) and leaves a log; any non-empty log fails the target.
+# code is 99) and leaves a log; any log with more than valgrind's notice
+# that it does not know pidfd_open(2) (syscall 434: valgrind 3.19, Debian
+# 12, returns ENOSYS for it, and wslock falls back to checking the pid)
+# fails the target.
+VALGRIND_KNOWN = ^--[0-9]+-- (WARNING: unhandled amd64-linux syscall: 434|You may be able to write your own handler\.|Read the file README_MISSING_SYSCALL_OR_IOCTL\.|Nevertheless we consider this a bug\.  Please report|it at http://valgrind\.org/support/bug_reports\.html\.)$$
 valgrind-check: wslock
 	@rm -rf $(VALGRIND_LOGS) && mkdir -p $(VALGRIND_LOGS)
 	@export WSLOCK=$(CURDIR)/tests/valgrind-wslock.sh WSLOCK_REAL=$(CURDIR)/wslock \
@@ -83,10 +87,11 @@ valgrind-check: wslock
 	if [ -n "$(strip $(VALGRIND_MALFORMED_FILTER))" ]; then \
 		tests/run-bats.sh --allow tests/skips.valgrind -f '$(strip $(VALGRIND_MALFORMED_FILTER))' \
 			tests/malformed.bats || rc=$$?; fi; \
-	bad=$$(find $(VALGRIND_LOGS) -type f -size +0 | wc -l); \
-	echo "valgrind: $$(ls $(VALGRIND_LOGS) | wc -l) wslock processes checked, $$bad with memcheck errors (bats exit $$rc)"; \
-	find $(VALGRIND_LOGS) -type f -size +0 | head -5 | xargs -r cat; \
-	[ $$rc -eq 0 ] && [ $$bad -eq 0 ]
+	bad=$$(for f in $$(find $(VALGRIND_LOGS) -type f -size +0); do \
+		grep -qvE '$(VALGRIND_KNOWN)' "$$f" && echo "$$f"; done); \
+	echo "valgrind: $$(ls $(VALGRIND_LOGS) | wc -l) wslock processes checked, $$(printf '%s' "$$bad" | grep -c .) with memcheck errors (bats exit $$rc)"; \
+	printf '%s\n' $$bad | head -5 | xargs -r cat; \
+	[ $$rc -eq 0 ] && [ -z "$$bad" ]
 
 hardening: crash-matrix stress fuzz valgrind-check
 

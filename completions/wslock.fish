@@ -125,7 +125,7 @@ complete -c wslock -n '__wslock_using inspect' -l all -d 'List every lock in the
 complete -c wslock -n '__wslock_using inspect' -l operation-id -x -d 'List the locks of one operation'
 complete -c wslock -n '__wslock_using inspect' -l journal -d 'Print the audit journal'
 complete -c wslock -n '__wslock_using inspect' -l registry -d 'Print where the registry is'
-complete -c wslock -n '__wslock_using inspect' -l exit-status -d 'Exit with the state: 0 free, 75 live, 69 dead/retained/unknown, 65 corrupt'
+complete -c wslock -n '__wslock_using inspect' -l exit-status -d 'Exit with the worst state of it and overlapping locks: 0 free, 75 live, 69 dead/retained/unknown, 65 corrupt'
 
 # recover and reclaim.
 complete -c wslock -n '__wslock_using recover' -l expected-owner -r -F -a '-\t"Read the owner document from standard input"' -d 'Owner document to take over (- for stdin)'

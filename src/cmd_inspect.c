@@ -248,7 +248,8 @@ static int emit(struct cli *c, json_t *out, bool silent)
 }
 
 /* inspect WORKSPACE: its lock and the locks overlapping it; *state gets
- * the exit status --exit-status gives for its state (lockrules). */
+ * the exit status --exit-status gives: the worst state of those locks
+ * (lockrules_worse_code). */
 static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 		       const struct inspect_args *a, int *state, struct wsl_error *err)
 {
@@ -260,13 +261,15 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 	struct stat st;
 	json_t *out, *list;
 	size_t n = 0, i;
+	enum wsl_code code;
 
 	if (registry_workspace(reg, arg, true, ws, err) != 0)
 		return -1;
 	if (registry_get(reg, ws, true, &e, err) != 0)
 		return -1;
-	*state = wsl_code_exit(lockrules_state_code(&e));
-	if (owner_only) {
+	code = lockrules_state_code(&e);
+	*state = wsl_code_exit(code);
+	if (owner_only && !a->exit_status) {
 		out = e.has_owner ? owner_to_json(&e.owner) : json_null();
 		lock_entry_free(&e);
 		return emit(c, out, silent);
@@ -274,6 +277,17 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 	if (registry_overlaps(reg, ws, true, &ov, &n, err) != 0) {
 		lock_entry_free(&e);
 		return -1;
+	}
+	/* --exit-status: the worst of the workspace's own lock and those that
+	 * overlap it, as run would meet them (a dead ancestor: 69). */
+	for (i = 0; i < n; i++)
+		code = lockrules_worse_code(code, lockrules_state_code(&ov[i].entry));
+	*state = wsl_code_exit(code);
+	if (owner_only) {
+		out = e.has_owner ? owner_to_json(&e.owner) : json_null();
+		lock_entry_free(&e);
+		lock_overlaps_free(ov, n);
+		return emit(c, out, silent);
 	}
 	if (e.state == LOCK_FREE && n == 0 && stat(ws, &st) != 0) {
 		lock_entry_free(&e);
@@ -400,7 +414,8 @@ const struct cli_command cmd_inspect = {
 	"State is free, held, retained or corrupt; liveness is live, dead or unknown,\n"
 	"with a one-line reason. inspect never creates or changes anything.\n"
 	"--exit-status: the state as the exit status, for scripts without jq: 0 free,\n"
-	"75 held by a live owner, 69 dead, retained or unknown, 65 corrupt (of\n"
-	"WORKSPACE itself: overlapping locks are listed, not counted); the JSON\n"
-	"is still printed, unless -q.\n",
+	"75 held by a live owner, 69 dead, retained or unknown, 65 corrupt; the\n"
+	"worst of WORKSPACE's own lock and the overlapping locks on its ancestors\n"
+	"and descendants (65 before 69 before 75), as run would meet them. The JSON\n"
+	"is still printed (its state is WORKSPACE's own), unless -q.\n",
 };

@@ -253,6 +253,28 @@ enum wsl_code lockrules_state_code(const struct lock_entry *e)
 	}
 }
 
+/* The rank of a state code for lockrules_worse_code: higher is worse. */
+static int state_rank(enum wsl_code code)
+{
+	switch (code) {
+	case WSL_OK:
+		return 0;
+	case WSL_BUSY:
+		return 1;
+	case WSL_RECOVERY_REQUIRED:
+		return 2;
+	case WSL_LOCK_CORRUPT:
+		return 3;
+	default:
+		return 4;
+	}
+}
+
+enum wsl_code lockrules_worse_code(enum wsl_code a, enum wsl_code b)
+{
+	return state_rank(b) > state_rank(a) ? b : a;
+}
+
 /* ---- release, retain, take-over --------------------------------------- */
 
 int lockrules_check_release(const char *workspace, const char *token,

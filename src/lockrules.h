@@ -149,6 +149,12 @@ void lockrules_error_holder(struct wsl_error *err, const struct lock_entry *e);
  * WSL_LOCK_CORRUPT (corrupt, unsafe too: 65). DESIGN.md section 2. */
 enum wsl_code lockrules_state_code(const struct lock_entry *e);
 
+/* The worse of two lockrules_state_code codes, for `inspect --exit-status`
+ * over a workspace's own lock and the locks overlapping it: corrupt (65)
+ * before recovery required (69) before busy (75) before free (0). A code
+ * outside those four counts as the worst. */
+enum wsl_code lockrules_worse_code(enum wsl_code a, enum wsl_code b);
+
 /* Whether e, a corrupt lock, is cleared by `recover --force --reason`
  * given a copy of its owner.json (e->lock_path) for its workspace
  * (e->workspace_root): its bytes could be read, it is not unsafe, its

@@ -703,7 +703,7 @@ a_document() {
 	jq_ok '.state == "free"' "$INSPECT"
 }
 
-@test "etcd: inspect --exit-status: 0 free, 75 held by a live owner, 69 retained; -q prints nothing" {
+@test "etcd: inspect --exit-status: 0 free, 75 held by a live owner, 69 retained, an ancestor's lock counted; -q prints nothing" {
 	mkws a b
 	run -0 --separate-stderr wsl inspect --exit-status "$(W a)"
 	jq_ok '.state == "free"'
@@ -716,4 +716,9 @@ a_document() {
 	run -1 --separate-stderr wsl run --retain-on-failure "$(W b)" -- false
 	run -69 --separate-stderr wsl inspect --exit-status "$(W b)"
 	jq_ok '.state == "retained"'
+	# The overlapping locks count: an ancestor held live, a retained one.
+	mkdir -p "$(W a)/sub" "$(W b)/sub"
+	run -75 --separate-stderr wsl inspect --exit-status "$(W a)/sub"
+	jq_ok '.state == "free" and .overlapping[0].relation == "ancestor"'
+	run -69 --separate-stderr wsl inspect -q --exit-status "$(W b)/sub"
 }

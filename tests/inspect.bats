@@ -318,3 +318,32 @@ exit_state() {
 	run -64 --separate-stderr wsl inspect --exit-status --all
 	assert_usage_error
 }
+
+@test "inspect --exit-status is the worst of the workspace's own lock and the overlapping ones (65 > 69 > 75 > 0), as run meets them" {
+	mkws live/sub dead/sub down/a down/b down/c
+	start_sleeper
+	local live=$SLEEPER_PID
+	acquire_as "$live" "$(W live)"
+	dead_acquired "$(W dead)"
+	# An ancestor: the JSON's state stays the workspace's own.
+	exit_state "$(W live/sub)" 75 free
+	run -75 --separate-stderr wsl run -n "$(W live/sub)" -- true
+	exit_state "$(W dead/sub)" 69 free
+	run -69 --separate-stderr wsl run -n "$(W dead/sub)" -- true
+	run -69 --separate-stderr wsl inspect --exit-status --owner "$(W dead/sub)"
+	[ "$output" = null ] || fail "--owner of a free workspace: $output"
+	# Descendants (siblings of each other): the worst of them.
+	exit_state "$(W down)" 0 free
+	acquire_as "$live" "$(W down/a)"
+	exit_state "$(W down)" 75 free
+	dead_acquired "$(W down/b)"
+	exit_state "$(W down)" 69 free
+	acquire_as "$live" "$(W down/c)"
+	printf 'not json' | put_owner "$(W down/c)"
+	exit_state "$(W down)" 65 free
+	run -65 --separate-stderr wsl run -n "$(W down)" -- true
+	# The README's snippet says busy only for a live holder.
+	run -0 env W="$WSLOCK" sh -c 'wslock() { "$W" "$@"; }; wslock inspect -q --exit-status "$1"; case $? in 0) echo free ;; 75) echo busy ;; *) echo other ;; esac' \
+		sh "$(W dead/sub)"
+	[ "$output" = other ] || fail "the snippet says: $output"
+}

@@ -348,13 +348,14 @@ load helpers
 }
 
 # acquire_to_closed_pipe WS: acquire --pid $$ WS with stdout a pipe that no
-# one reads any more (a write gets EPIPE).
+# one reads any more (a write gets EPIPE). The binary itself (WSLOCK_REAL
+# under tests/schema/collect-wslock, whose tee would stand in as the reader).
 acquire_to_closed_pipe() {
 	local p=$BATS_TEST_TMPDIR/pipe.$RANDOM
 	mkfifo "$p"
 	run --separate-stderr timeout -k 5 30 bash -c \
 		'exec 4<>"$1"; exec 5>"$1"; exec 4<&-; exec "$2" acquire --pid "$3" "$4" >&5' \
-		sh "$p" "$WSLOCK" $$ "$1"
+		sh "$p" "${WSLOCK_REAL:-$WSLOCK}" $$ "$1"
 }
 
 # assert_given_back WS: the acquire that just failed said so (74, one line

@@ -137,8 +137,10 @@ static int names_read(struct registry *reg, struct lock_names *l, unsigned lo,
 	}
 	closedir(dir);
 	if (rc == 0) {
-		qsort(l->keys, l->nkeys, sizeof(*l->keys), key_bytes_cmp);
-		if (others)
+		/* qsort(3) takes no null base, even for no elements. */
+		if (l->nkeys > 0)
+			qsort(l->keys, l->nkeys, sizeof(*l->keys), key_bytes_cmp);
+		if (others && l->nother > 0)
 			qsort(l->other, l->nother, sizeof(*l->other), name_cmp);
 	}
 	return rc;

@@ -143,7 +143,7 @@ static long coord_holder(int fd)
 	return fstat(fd, &st) == 0 ? flock_holder(&st) : 0;
 }
 
-/* Whether pid is stopped (state T or t in /proc/PID/stat); see
+/* Whether pid is stopped by a signal (state T in /proc/PID/stat); see
  * registry_local.h. */
 bool pid_stopped(long pid)
 {
@@ -162,7 +162,7 @@ bool pid_stopped(long pid)
 		return false;
 	buf[n] = '\0';
 	p = strrchr(buf, ')');
-	return p != NULL && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+	return p != NULL && p[1] == ' ' && p[2] == 'T';
 }
 
 static int coord_busy(struct registry *reg, long holder, struct wsl_error *err)

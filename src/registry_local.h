@@ -101,8 +101,11 @@ int upgrade(struct registry *reg, struct wsl_error *err);
  * 0 when there is none or it is in a pid namespace this one cannot see. */
 long flock_holder(const struct stat *st);
 
-/* Whether pid is stopped (state T or t in /proc/PID/stat: SIGSTOP,
- * Ctrl-Z, a tracer); false when it cannot be read. */
+/* Whether pid is stopped by a signal (state T in /proc/PID/stat:
+ * SIGSTOP, Ctrl-Z; proc(5)); false when it cannot be read. A tracing
+ * stop (t) is not counted: it is usually brief (LeakSanitizer stops
+ * every thread with ptrace at exit, while the exiting process may still
+ * hold .coordination), and a bounded wait covers the rest. */
 bool pid_stopped(long pid);
 
 /* Takes the coordination lock (op LOCK_SH or LOCK_EX), waiting until dl

@@ -43,6 +43,16 @@ vcs() {
 	awk '/^voluntary_ctxt_switches:/ { print $2 }' "/proc/$1/status"
 }
 
+
+# two_waiters WS: waiters w1 and w2 for WS, queued in that order (P1, P2
+# their pids).
+two_waiters() {
+	waiter w1 "$1"
+	P1=$WAITER_PID
+	waiter w2 "$1"
+	P2=$WAITER_PID
+}
+
 @test "waiters get the lock in the order they arrived" {
 	mkws a
 	hold "$(W a)"
@@ -66,10 +76,8 @@ vcs() {
 @test "a waiter killed in the middle of the queue does not stall the others" {
 	mkws a
 	hold "$(W a)"
-	waiter w1 "$(W a)"
-	local p1=$WAITER_PID
-	waiter w2 "$(W a)"
-	local p2=$WAITER_PID
+	two_waiters "$(W a)"
+	local p1=$P1 p2=$P2
 	waiter w3 "$(W a)"
 	local p3=$WAITER_PID
 	wsl_kill_reap "$p2"
@@ -108,10 +116,8 @@ vcs() {
 @test "a run holder killed with its command wakes its waiters: recovery required" {
 	mkws a
 	hold "$(W a)"
-	waiter w1 "$(W a)"
-	local p1=$WAITER_PID
-	waiter w2 "$(W a)"
-	local p2=$WAITER_PID
+	two_waiters "$(W a)"
+	local p1=$P1 p2=$P2
 	# The run and its command die: their kernel lock on live vanishes and
 	# the lock is left behind, dead.
 	kill -KILL "$HOLD_PID" "$HOLD_CHILD"
@@ -203,10 +209,8 @@ vcs() {
 @test "a stopped waiter at the head does not keep a free workspace from the others" {
 	mkws a
 	hold "$(W a)"
-	waiter w1 "$(W a)"
-	local p1=$WAITER_PID
-	waiter w2 "$(W a)"
-	local p2=$WAITER_PID
+	two_waiters "$(W a)"
+	local p1=$P1 p2=$P2
 	kill -STOP "$p1"
 	# The release pokes the stopped head's entry: the one behind passes it.
 	unhold
@@ -236,10 +240,8 @@ vcs() {
 @test "a signal ends a queued wait: 128+N, the entry is gone, the lock untouched" {
 	mkws a
 	hold "$(W a)"
-	waiter w1 "$(W a)"
-	local p1=$WAITER_PID
-	waiter w2 "$(W a)"
-	local p2=$WAITER_PID
+	two_waiters "$(W a)"
+	local p1=$P1 p2=$P2
 	local before
 	before=$(cat "$(lock_dir_of "$(W a)")/owner.json")
 	kill -TERM "$p1"

@@ -243,16 +243,9 @@ static void keep_watch(struct keep *k)
 static void keep_watched(struct keep *k)
 {
 	char why[401];
-	ssize_t n;
 
-	do
-		n = read(k->watch, why, sizeof(why) - 1);
-	while (n < 0 && errno == EINTR);
-	close(k->watch);
-	k->watch = -1;
-	if (n <= 0 || k->lost || k->cmd_done)
+	if (registry_watch_read(&k->watch, why, sizeof(why)) <= 0 || k->lost || k->cmd_done)
 		return;	/* no message: the renewals' re-read remains */
-	why[n] = '\0';
 	keep_lose(k, why, platform_mono_ms());
 }
 

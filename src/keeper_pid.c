@@ -150,14 +150,8 @@ static int keep_renew(struct pidkeep *k)
 static int keep_watched(struct pidkeep *k)
 {
 	char why[401];
-	ssize_t n;
 
-	do
-		n = read(k->watch, why, sizeof(why) - 1);
-	while (n < 0 && errno == EINTR);
-	close(k->watch);
-	k->watch = -1;
-	return n > 0;
+	return registry_watch_read(&k->watch, why, sizeof(why)) > 0;
 }
 
 static void __attribute__((noreturn)) keeper_loop(struct pidkeep *k)

@@ -349,6 +349,19 @@ int registry_watch_own(struct registry *reg, const struct owner *o, int *fd,
 	return reg->ops->watch_own != NULL ? reg->ops->watch_own(reg, o, fd, err) : 0;
 }
 
+ssize_t registry_watch_read(int *fd, char *why, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = read(*fd, why, len - 1);
+	while (n < 0 && errno == EINTR);
+	fsx_close(*fd);
+	*fd = -1;
+	why[n > 0 ? n : 0] = '\0';
+	return n;
+}
+
 void registry_lease_lost(struct wsl_error *err, const char *workspace)
 {
 	if (err->code != WSL_OWNERSHIP_LOST)

@@ -361,6 +361,14 @@ int registry_watch_own(struct registry *reg, const struct owner *o, int *fd,
 		       struct wsl_error *err);
 
 /*
+ * Reads the message of a watch from registry_watch_own that became
+ * readable, into why (len bytes, NUL-terminated), and closes *fd (set to
+ * -1). Returns the message's length in bytes: > 0 the lock is lost (the
+ * reason), 0 the watch ended without one, -1 a read error (EINTR retried).
+ */
+ssize_t registry_watch_read(int *fd, char *why, size_t len);
+
+/*
  * Turns the failure of registry_keepalive for the lock of workspace into
  * the loss of that lock: err (as keepalive filled it) becomes
  * WSL_OWNERSHIP_LOST; when it was not already that (the backend stayed

@@ -8,13 +8,17 @@
 #   bench/run.sh [--smoke] [FIGURE...]
 #
 #   FIGURE (default: all, in this order)
-#     uncontended        run WS -- true (registry on the disk) vs flock FILE true
+#     uncontended        run WS -- true (registry on "ext4", below) vs flock FILE true
 #     uncontended-tmpfs  the same with registry and lock file on tmpfs (/dev/shm)
+#     uncontended-nojournal  the same on the scratch directory's own
+#                        filesystem (this machine: an ext4 without a journal)
 #     acquire-release    acquire + release vs lockfile-create + lockfile-remove
 #     contended          8 workers x 50 iterations, total wall
 #     contended-tmpfs    the same on tmpfs
+#     contended-nojournal  the same on the scratch filesystem, with fairness
 #     fairness           worst single wait / mean wait, and the worst wait itself
 #     wakeup             release -> next holder's command starts: median, p99
+#     wakeup-nojournal   the same on the scratch filesystem
 #     blocked            wake-ups of a blocked waiter over 5 s (voluntary
 #                        context switches, /proc/PID/status)
 #     depth              depth 30 / depth 1, warm (markers kept) and cold
@@ -32,6 +36,17 @@
 #   --smoke   every figure once at a tiny size (seconds): asserts no timing,
 #             fails only when a benchmark itself breaks (CI runs this)
 #
+# "ext4" is what most registries live on: an ext4 with its journal (the
+# default of mkfs.ext4). As root, the disk figures run on one made for the
+# run (a 512 MiB sparse image in BENCH_TMP, loop-mounted, unmounted and
+# removed at exit); the scratch directory's own filesystem (this machine's
+# root: an ext4 made without a journal, where every changed directory is
+# fsynced, see the durability note atop src/registry_local.c) is measured
+# beside it as "nojournal". Not root, or no loop device (BENCH_EXT4=0 skips
+# it): the disk figures run on the scratch filesystem and RESULTS.md says
+# so. The registry-scale figures (scale, inspect-all) always run on the
+# scratch filesystem: 10 000 locks need more inodes than the image has.
+#
 # A full run of all figures writes bench/RESULTS.md (wslock, flock and the
 # limit side by side, then the raw tables and bench/analysis.md); raw figures
 # go to bench/results/MODE/. Environment: WSLOCK (binary, default ./wslock),
@@ -44,14 +59,15 @@ set -euo pipefail
 
 MODE=full
 FIGS=()
-ALL_FIGS=(uncontended uncontended-tmpfs acquire-release contended contended-tmpfs fairness
-	wakeup blocked depth syscalls rss scale inspect-all profiles etcd-uncontended etcd-contended)
+ALL_FIGS=(uncontended uncontended-tmpfs uncontended-nojournal acquire-release contended contended-tmpfs
+	contended-nojournal fairness wakeup wakeup-nojournal blocked depth syscalls rss scale inspect-all
+	profiles etcd-uncontended etcd-contended)
 for a in "$@"; do
 	case $a in
 	--smoke) MODE=smoke ;;
 	--full) MODE=full ;;
 	-h | --help)
-		sed -n '2,41p' "$0"
+		sed -n '2,55p' "$0"
 		exit 0
 		;;
 	-*)
@@ -153,14 +169,45 @@ cleanup() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
 	[ -z "${ETCD_DIR:-}" ] || "$ROOT/tests/etcd/cluster.sh" stop "$ETCD_DIR/c" >/dev/null 2>&1 || true
-	rm -rf "$REG" "$WS_BASE" ${TMPFS:+"$TMPFS"} ${ETCD_DIR:+"$ETCD_DIR"}
+	if [ -n "$EXT4_MNT" ]; then
+		umount "$EXT4_MNT" 2>/dev/null || umount -l "$EXT4_MNT" 2>/dev/null || true
+	fi
+	rm -rf "$REG" "$WS_BASE" ${TMPFS:+"$TMPFS"} ${ETCD_DIR:+"$ETCD_DIR"} ${EXT4_IMG:+"$EXT4_IMG" "$EXT4_MNT"}
 }
+EXT4_IMG= EXT4_MNT=
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 rm -rf "$OUT"
 mkdir -p "$OUT" "$WS_BASE/f"
 
 note() { printf '%s\n' "bench: $*" >&2; }
+
+# DISK: where the disk figures keep their registries. A journaled ext4
+# made for the run when we may (root, a loop device), else the scratch
+# filesystem; NOJ: the scratch filesystem, measured beside it when DISK is
+# the made one.
+DISK=$REG NOJ= DISK_NOTE=
+if [ "${BENCH_EXT4:-1}" = 0 ]; then
+	DISK_NOTE="BENCH_EXT4=0"
+elif [ "$(id -u)" != 0 ]; then
+	DISK_NOTE="not root: no loop-mounted ext4"
+elif ! command -v mkfs.ext4 >/dev/null; then
+	DISK_NOTE="no mkfs.ext4 (e2fsprogs)"
+else
+	EXT4_IMG=$(mktemp "$TMPBASE/wslock-bench-ext4.XXXXXX")
+	EXT4_MNT=$(mktemp -d "$TMPBASE/wslock-bench-ext4mnt.XXXXXX")
+	if truncate -s 512M "$EXT4_IMG" && mkfs.ext4 -q -F "$EXT4_IMG" >/dev/null 2>&1 &&
+		mount -o loop "$EXT4_IMG" "$EXT4_MNT" 2>/dev/null; then
+		DISK=$EXT4_MNT/b NOJ=$REG
+		mkdir -m 0700 "$DISK"
+	else
+		DISK_NOTE="could not loop-mount an ext4 image"
+		rmdir "$EXT4_MNT"
+		rm -f "$EXT4_IMG"
+		EXT4_IMG= EXT4_MNT=
+	fi
+fi
+[ -z "$DISK_NOTE" ] || note "disk figures on $(stat -f -c %T "$REG") at $TMPBASE ($DISK_NOTE)"
 
 # get FILE LABEL FIELD: one field of a helper's summary line.
 get() { awk -F'\t' -v l="$2" -v f="$3" '$1 == l { print $f; exit }' "$1"; }
@@ -200,7 +247,7 @@ uncontended_on() {
 		flock flock "$base/f/u.lock" true ::: \
 		limit "$LIMIT" "$base/limit-u" true >"$f"
 }
-measure_uncontended() { uncontended_on "$REG" disk; }
+measure_uncontended() { uncontended_on "$DISK" disk; }
 
 # contend_on BASE TAG: WORKERS x ITERS, ROUNDS rounds.
 contend_on() {
@@ -213,15 +260,15 @@ contend_on() {
 		flock flock "$base/f/c.lock" "$B" stamp >"$f"
 }
 
-# wake_measure FILE DELAY_MS N [-c]
+# wake_measure FILE BASE DELAY_MS N [-c]: registry in BASE.
 wake_measure() {
-	local f=$1 delay=$2 n=$3 ws=$WS_BASE/w1
-	shift 3
+	local f=$1 base=$2 delay=$3 n=$4 ws=$WS_BASE/w1
+	shift 4
 	[ -s "$f" ] && return 0
 	mkdir -p "$ws"
 	"$B" wake "$n" "$delay" "$@" -- \
-		wslock "$WSLOCK" -d "$REG/reg-w" run -q "$ws" -- "$B" hold +++ \
-		"$WSLOCK" -d "$REG/reg-w" run -q "$ws" -- "$B" stamp ::: \
+		wslock "$WSLOCK" -d "$base/reg-w" run -q "$ws" -- "$B" hold +++ \
+		"$WSLOCK" -d "$base/reg-w" run -q "$ws" -- "$B" stamp ::: \
 		flock flock "$WS_BASE/f/w1.lock" "$B" hold +++ \
 		flock "$WS_BASE/f/w1.lock" "$B" stamp >"$f"
 }
@@ -254,8 +301,8 @@ fig_uncontended() {
 		"$(ratio "$w" "$fl")x (limit $(ratio "$l" "$fl")x)" "<= 1.35x" "$(verdict "$(ratio "$w" "$fl")" '<=' 1.35)"
 	if [ "$MODE" = full ] && have hyperfine; then
 		hyperfine -N --warmup 20 --runs 200 --export-markdown "$OUT/uncontended-hyperfine.md" \
-			"$WSLOCK -d $REG/reg-u run -q $REG/ws-u -- true" "flock $REG/f/u.lock true" \
-			"$LIMIT $REG/limit-u true" >"$OUT/uncontended-hyperfine.txt" 2>&1 ||
+			"$WSLOCK -d $DISK/reg-u run -q $DISK/ws-u -- true" "flock $DISK/f/u.lock true" \
+			"$LIMIT $DISK/limit-u true" >"$OUT/uncontended-hyperfine.txt" 2>&1 ||
 			note "hyperfine cross-check failed (ignored)"
 	fi
 }
@@ -272,6 +319,35 @@ fig_uncontended_tmpfs() {
 		"$(ratio "$w" "$fl")x (limit $(ratio "$l" "$fl")x)" "<= 1.1x" "$(verdict "$(ratio "$w" "$fl")" '<=' 1.1)"
 }
 
+# The figures on the scratch filesystem: only when the headline ones ran
+# on a filesystem made for the run (else they would repeat them).
+nojournal_label() {
+	local t dev name
+	t=$(findmnt -fno FSTYPE -T "$NOJ" 2>/dev/null | tr -d ' ') || t=
+	[ -n "$t" ] || t=$(stat -f -c %T "$NOJ")
+	case $t in
+	ext3 | ext4)
+		dev=$(findmnt -fno MAJ:MIN -T "$NOJ" 2>/dev/null | tr -d ' ')
+		name=$(basename "$(readlink -f "/sys/dev/block/$dev" 2>/dev/null)")
+		if [ -n "$dev" ] && [ -n "$name" ] && ls /proc/fs/jbd2 2>/dev/null | grep -q "^$name-"; then
+			t="$t (journaled)"
+		else
+			t="$t without a journal"
+		fi
+		;;
+	esac
+	echo "$t"
+}
+
+fig_uncontended_nojournal() {
+	[ -n "$NOJ" ] || return 0
+	uncontended_on "$NOJ" nojournal
+	local f=$OUT/uncontended-nojournal.tsv w l fl
+	w=$(get "$f" wslock 3) fl=$(get "$f" flock 3) l=$(get "$f" limit 3)
+	row "uncontended run -- true on $(nojournal_label), median" "$(ms "$w")" "$(ms "$fl")" "$(ms "$l")" \
+		"$(ratio "$w" "$fl")x (limit $(ratio "$l" "$fl")x)" "(report)" "-"
+}
+
 fig_acquire_release() {
 	local f=$OUT/acquire-release.tsv ws=$WS_BASE/ar w lf
 	if ! have lockfile-create; then
@@ -281,8 +357,8 @@ fig_acquire_release() {
 	mkdir -p "$ws"
 	note "acquire-release: ${N_AR} alternating pairs each"
 	"$B" alt "$N_AR" 3 -- \
-		wslock "$WSLOCK" -d "$REG/reg-ar" acquire -q --pid "$HOLDER" "$ws" +++ \
-		"$WSLOCK" -d "$REG/reg-ar" release -q --token @TOKEN@ "$ws" ::: \
+		wslock "$WSLOCK" -d "$DISK/reg-ar" acquire -q --pid "$HOLDER" "$ws" +++ \
+		"$WSLOCK" -d "$DISK/reg-ar" release -q --token @TOKEN@ "$ws" ::: \
 		lockfile lockfile-create --retry 0 "$WS_BASE/f/ar" +++ lockfile-remove "$WS_BASE/f/ar" >"$f"
 	w=$(get "$f" wslock 3) lf=$(get "$f" lockfile 3)
 	row "acquire + release vs lockfile-create + remove, median" "$(ms "$w")" "$(ms "$lf") (lockfile)" "-" \
@@ -290,7 +366,7 @@ fig_acquire_release() {
 }
 
 fig_contended() {
-	contend_on "$REG" disk
+	contend_on "$DISK" disk
 	local f=$OUT/contended-disk.tsv w fl
 	w=$(get "$f" wslock 3) fl=$(get "$f" flock 3)
 	row "contended ${C_WORKERS}x${C_ITERS}: total wall, median" "$w ms" "$fl ms" "-" \
@@ -309,8 +385,20 @@ fig_contended_tmpfs() {
 		"$(ratio "$w" "$fl")x" "(report)" "-"
 }
 
+fig_contended_nojournal() {
+	[ -n "$NOJ" ] || return 0
+	contend_on "$NOJ" nojournal
+	local f=$OUT/contended-nojournal.tsv w fl
+	w=$(get "$f" wslock 3) fl=$(get "$f" flock 3)
+	row "contended ${C_WORKERS}x${C_ITERS} on $(nojournal_label): total wall, median" "$w ms" "$fl ms" "-" \
+		"$(ratio "$w" "$fl")x" "(report)" "-"
+	row "fairness on $(nojournal_label): worst single wait / mean wait" \
+		"$(get "$f" wslock 11)x (worst $(ms "$(get "$f" wslock 9)"))" \
+		"$(get "$f" flock 11)x (worst $(ms "$(get "$f" flock 9)"))" "~1x (FIFO)" "$(get "$f" wslock 11)x" "(report)" "-"
+}
+
 fig_fairness() {
-	contend_on "$REG" disk
+	contend_on "$DISK" disk
 	local f=$OUT/contended-disk.tsv w fl wm fm
 	# column 11: worst single wait / mean single wait (worst round); 9: the
 	# worst single wait itself, 6: the mean wait.
@@ -322,7 +410,7 @@ fig_fairness() {
 
 fig_wakeup() {
 	note "wakeup: ${WAKE_N} alternating trials each"
-	wake_measure "$OUT/wakeup.tsv" "$WAKE_DELAY" "$WAKE_N"
+	wake_measure "$OUT/wakeup.tsv" "$DISK" "$WAKE_DELAY" "$WAKE_N"
 	local f=$OUT/wakeup.tsv w fl wp fp rp
 	w=$(get "$f" wslock 3) fl=$(get "$f" flock 3)
 	wp=$(get "$f" wslock 6) fp=$(get "$f" flock 6)
@@ -332,9 +420,20 @@ fig_wakeup() {
 	row "wake-up latency, p99" "$(us "$wp")" "$(us "$fp")" "-" "${rp}x" "<= 3x flock's p99" "$(verdict "$rp" '<=' 3)"
 }
 
+fig_wakeup_nojournal() {
+	[ -n "$NOJ" ] || return 0
+	note "wakeup-nojournal: ${WAKE_N} alternating trials each"
+	wake_measure "$OUT/wakeup-nojournal.tsv" "$NOJ" "$WAKE_DELAY" "$WAKE_N"
+	local f=$OUT/wakeup-nojournal.tsv w fl wp fp
+	w=$(get "$f" wslock 3) fl=$(get "$f" flock 3)
+	wp=$(get "$f" wslock 6) fp=$(get "$f" flock 6)
+	row "wake-up latency on $(nojournal_label), median / p99" "$(us "$w") / $(us "$wp")" "$(us "$fl") / $(us "$fp")" "-" \
+		"$(ratio "$w" "$fl")x / $(ratio "$wp" "$fp")x" "(report)" "-"
+}
+
 fig_blocked() {
 	note "blocked: ${BLK_N} trials of a waiter blocked $((BLK_HOLD_MS - 100)) ms"
-	wake_measure "$OUT/blocked.tsv" "$BLK_HOLD_MS" "$BLK_N" -c
+	wake_measure "$OUT/blocked.tsv" "$DISK" "$BLK_HOLD_MS" "$BLK_N" -c
 	local f=$OUT/blocked.tsv w fl win
 	# columns 12: wake-ups in the blocked window, worst trial; 9: CPU.
 	w=$(get "$f" wslock 12) fl=$(get "$f" flock 12) win=$(get "$f" wslock 10)
@@ -354,10 +453,10 @@ fig_depth() {
 	# Cold: reclaim --yes after each run collects whatever markers the run
 	# left (DESIGN §5: nest/ kept while useful, collected by reclaim).
 	"$B" alt "$N_DEPTH" 3 -- \
-		wslock-d1 "$WSLOCK" -d "$REG/reg-d" run -q "$WS_BASE" -- true ::: \
-		wslock-deep "$WSLOCK" -d "$REG/reg-d" run -q "$p" -- true ::: \
-		wslock-deep-cold "$WSLOCK" -d "$REG/reg-dc" run -q "$p" -- true %%% \
-		"$WSLOCK" -d "$REG/reg-dc" reclaim -q --yes ::: \
+		wslock-d1 "$WSLOCK" -d "$DISK/reg-d" run -q "$WS_BASE" -- true ::: \
+		wslock-deep "$WSLOCK" -d "$DISK/reg-d" run -q "$p" -- true ::: \
+		wslock-deep-cold "$WSLOCK" -d "$DISK/reg-dc" run -q "$p" -- true %%% \
+		"$WSLOCK" -d "$DISK/reg-dc" reclaim -q --yes ::: \
 		flock-d1 flock "$WS_BASE/.flock" true ::: \
 		flock-deep flock "$p/.flock" true >"$f"
 	d1=$(get "$f" wslock-d1 3) dn=$(get "$f" wslock-deep 3) dc=$(get "$f" wslock-deep-cold 3)
@@ -374,7 +473,7 @@ calls_of() { awk '$NF == "total" { print $4 }' "$1"; }
 geteuid_of() { awk '$NF == "geteuid" { n = $4 } END { print n + 0 }' "$1"; }
 
 fig_syscalls() {
-	local ws=$WS_BASE/p1 r=$REG/reg-s w fl l nrel nins nall tok
+	local ws=$WS_BASE/p1 r=$DISK/reg-s w fl l nrel nins nall tok
 	if ! have strace; then
 		row "syscalls per uncontended run" "-" "-" "-" "strace missing" "(report)" "n/a"
 		return 0
@@ -400,6 +499,12 @@ fig_syscalls() {
 		"$(count_syncs "$OUT/sync-run.txt") / $(count_syncs "$OUT/sync-acquire.txt"); $nrel / $nins / $nall" \
 		"0" "2 (document, directory)" "$((nrel + nins + nall)) in release and readers" "0 in release and readers" \
 		"$(verdict "$((nrel + nins + nall))" '<=' 0)"
+	if [ -n "$NOJ" ]; then
+		"$WSLOCK" -d "$NOJ/reg-s" run -q "$ws" -- true
+		strace -f -y -e "$SYNCS" -o "$OUT/sync-run-nojournal.txt" "$WSLOCK" -d "$NOJ/reg-s" run -q "$ws" -- true
+		row "fsyncs: run on $(nojournal_label)" "$(count_syncs "$OUT/sync-run-nojournal.txt")" "0" \
+			"2 (document, directory)" "-" "(report)" "-"
+	fi
 }
 
 fig_rss() {
@@ -456,7 +561,7 @@ fig_inspect_all() {
 
 fig_profiles() {
 	[ "$MODE" = full ] || return 0
-	local P=$OUT/profile ws=$WS_BASE/p1 r=$REG/reg-s
+	local P=$OUT/profile ws=$WS_BASE/p1 r=$DISK/reg-s
 	note "profiles: strace -w -c, perf stat, callgrind"
 	mkdir -p "$P" "$ws"
 	"$WSLOCK" -d "$r" run -q "$ws" -- true
@@ -567,7 +672,7 @@ CON_H=(label rounds wall_median_ms wall_min_ms wall_max_ms wait_mean_us wait_p50
 	wait_max_us max_worker_wait/mean max_single_wait/mean)
 WAKE_H=(label trials median_us p10_us p90_us p99_us max_us cpu_blocked_median_us cpu_blocked_max_us
 	window_ms wakeups_median wakeups_max)
-fsinfo() { echo "$(findmnt -no FSTYPE -T "$1" 2>/dev/null || stat -f -c %T "$1") ($(findmnt -no SOURCE,OPTIONS -T "$1" 2>/dev/null || echo '?'))"; }
+fsinfo() { echo "$(findmnt -fno FSTYPE -T "$1" 2>/dev/null || stat -f -c %T "$1") ($(findmnt -fno SOURCE,OPTIONS -T "$1" 2>/dev/null || echo '?'))"; }
 {
 	echo "# wslock benchmark results"
 	echo
@@ -584,7 +689,9 @@ fsinfo() { echo "$(findmnt -no FSTYPE -T "$1" 2>/dev/null || stat -f -c %T "$1")
 	echo "- nproc: $(nproc); CPU: $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)"
 	echo "- kernel: $(uname -srm)"
 	echo "- memory: $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
-	echo "- registry filesystem: $(fsinfo "$REG"); tmpfs figures: ${TMPFS:+$(fsinfo "$TMPFS")}"
+	echo "- registry filesystem (\"ext4\" figures): $(fsinfo "$DISK")${EXT4_IMG:+, a default mkfs.ext4 of a 512 MiB image loop-mounted for the run}${DISK_NOTE:+ ($DISK_NOTE)}"
+	[ -z "$NOJ" ] || echo "- beside it (\"$(nojournal_label)\" figures, scale and inspect --all): $(fsinfo "$NOJ")"
+	echo "- tmpfs figures: ${TMPFS:+$(fsinfo "$TMPFS")}"
 	echo "- load average (1, 5, 15 min) at start: $LOAD_START; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "- wslock: $WSLOCK_SRC, copied before the run: $("$WSLOCK" --version 2>/dev/null | head -1) (git $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet -- src 2>/dev/null || echo ', src/ modified'))"
 	echo "- flock: $(flock --version 2>&1 | head -1); lockfile-progs: $(dpkg-query -W -f='${Version}' lockfile-progs 2>/dev/null || echo '?'); strace: $(strace -V 2>/dev/null | head -1)"
@@ -600,6 +707,12 @@ fsinfo() { echo "$(findmnt -no FSTYPE -T "$1" 2>/dev/null || stat -f -c %T "$1")
 	echo "On tmpfs:"
 	echo
 	tsv_table "$OUT/uncontended-tmpfs.tsv" "${ALT_H[@]}"
+	if [ -s "$OUT/uncontended-nojournal.tsv" ]; then
+		echo
+		echo "On $(nojournal_label):"
+		echo
+		tsv_table "$OUT/uncontended-nojournal.tsv" "${ALT_H[@]}"
+	fi
 	if [ -f "$OUT/uncontended-hyperfine.md" ]; then
 		echo
 		echo "Cross-check with hyperfine (not alternating):"
@@ -621,10 +734,22 @@ fsinfo() { echo "$(findmnt -no FSTYPE -T "$1" 2>/dev/null || stat -f -c %T "$1")
 	echo "On tmpfs:"
 	echo
 	tsv_table "$OUT/contended-tmpfs.tsv" "${CON_H[@]}"
+	if [ -s "$OUT/contended-nojournal.tsv" ]; then
+		echo
+		echo "On $(nojournal_label):"
+		echo
+		tsv_table "$OUT/contended-nojournal.tsv" "${CON_H[@]}"
+	fi
 	echo
 	echo "## Wake-up latency (the holder's child exits at a recorded instant -> the waiter's child starts)"
 	echo
 	tsv_table "$OUT/wakeup.tsv" "${WAKE_H[@]}"
+	if [ -s "$OUT/wakeup-nojournal.tsv" ]; then
+		echo
+		echo "On $(nojournal_label):"
+		echo
+		tsv_table "$OUT/wakeup-nojournal.tsv" "${WAKE_H[@]}"
+	fi
 	echo
 	echo "## A blocked waiter: wake-ups (voluntary context switches) and CPU from 100 ms after it started until the release"
 	echo

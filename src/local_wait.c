@@ -102,6 +102,13 @@
  * machine) a change can take seconds. */
 #define COORD_WAIT_MIN_MS 10000
 
+/* The pauses between two tries for the coordination lock (coord_lock):
+ * at most COORD_PAUSE_MAX_US (µs) during the first COORD_PAUSE_FAST_MS
+ * (ms) of a wait, then at most COORD_PAUSE_SLOW_US. */
+#define COORD_PAUSE_MAX_US 1000
+#define COORD_PAUSE_FAST_MS 1000
+#define COORD_PAUSE_SLOW_US 20000
+
 /* The pid holding a flock(2) (shared or exclusive) on the file st
  * describes, from /proc/locks: the kernel's own table, read without taking
  * any lock ("N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE ..." with the device
@@ -231,8 +238,16 @@ static int coord_lock(struct registry *reg, int op,
 	}
 	bound = dl != NULL ? dl->at_ms : reg->coord_bounded ? reg->coord_bound_ms : LLONG_MAX;
 	/* A woken waiter usually finds the releaser still inside (removing
-	 * the markers after its commit): the first retries come soon. */
-	for (long wait_us = 50;; wait_us = wait_us < 20000 ? wait_us * 2 : wait_us) {
+	 * the markers after its commit): the first retries come soon. Each
+	 * holder keeps it for microseconds to a few fsyncs, and every
+	 * contender polls: a pause longer than a hold lets the others take
+	 * it again and again before this one looks (a newcomer waited 180 ms
+	 * to join the queue behind 45 hand-overs with pauses of 20 ms), so
+	 * the pause stays under COORD_PAUSE_MAX_US while the wait is
+	 * young and grows to COORD_PAUSE_SLOW_US only for a holder that
+	 * keeps it longer than COORD_PAUSE_FAST_MS (stopped, or a disk
+	 * stalled): no spinning on a stuck one. */
+	for (long wait_us = 50;;) {
 		long long now;
 		long holder;
 
@@ -254,6 +269,11 @@ static int coord_lock(struct registry *reg, int op,
 		}
 		if (coord_pause(reg, wait_us, err) != 0)
 			return -1;
+		wait_us *= 2;
+		if (wait_us > COORD_PAUSE_MAX_US && now - first < COORD_PAUSE_FAST_MS)
+			wait_us = COORD_PAUSE_MAX_US;
+		else if (wait_us > COORD_PAUSE_SLOW_US)
+			wait_us = COORD_PAUSE_SLOW_US;
 	}
 }
 

@@ -140,7 +140,7 @@ enum {
 	{ "timeout", 'w', required_argument, "SECONDS", \
 	  "give up after SECONDS (fractional) with WSLOCK_TIMEOUT; default: wait forever" }, \
 	{ "nonblock", 'n', no_argument, NULL, \
-	  "fail at once with WSLOCK_BUSY if the workspace is held" }, \
+	  "fail at once with WSLOCK_BUSY if the workspace is held (not with -w)" }, \
 	{ "conflict-exit-code", 'E', required_argument, "N", \
 	  "exit with N (0..255) instead of 75 when busy or timed out" }, \
 	{ "operation-id", OPT_OPERATION_ID, required_argument, "ID", \

@@ -23,7 +23,7 @@ static const struct cli_option release_options[] = {
 	{ "timeout", 'w', required_argument, "SECONDS",
 	  "give up after SECONDS waiting for nested runs (WSLOCK_TIMEOUT) or the registry (WSLOCK_REGISTRY_BUSY)" },
 	{ "nonblock", 'n', no_argument, NULL,
-	  "fail at once (WSLOCK_BUSY) while runs nested under the lock still run" },
+	  "fail at once (WSLOCK_BUSY) while runs nested under the lock still run (not with -w)" },
 	{ "retain", OPT_RETAIN, no_argument, NULL,
 	  "keep the lock, retained for recovery, instead of releasing it (needs --reason)" },
 	{ "reason", OPT_REASON, required_argument, "TEXT",

@@ -29,11 +29,8 @@ int hold_option(struct hold_opts *h, int id, const char *arg,
 
 	switch (id) {
 	case 'w':
-		h->wait.timeout_ms = cli_opt_seconds("-w", arg, err);
-		return h->wait.timeout_ms < 0 ? -1 : 1;
 	case 'n':
-		h->wait.nonblock = true;
-		return 1;
+		return hold_registry_option(&h->wait, id, arg, err);
 	case 'E':
 		if (cli_parse_long(arg, 0, 255, &v) != 0)
 			return wsl_error_set(err, WSL_USAGE,
@@ -62,13 +59,19 @@ int hold_registry_option(struct hold_wait *w, int id, const char *arg,
 {
 	if (id == 'w') {
 		w->timeout_ms = cli_opt_seconds("-w", arg, err);
-		return w->timeout_ms < 0 ? -1 : 1;
-	}
-	if (id == 'n') {
+		if (w->timeout_ms < 0)
+			return -1;
+	} else if (id == 'n') {
 		w->nonblock = true;
-		return 1;
+	} else {
+		return 0;
 	}
-	return 0;
+	/* flock(1) lets -n win silently; two options that contradict each
+	 * other are a usage error here, as --owner with --all is. */
+	if (w->nonblock && w->timeout_ms >= 0)
+		return wsl_error_set(err, WSL_USAGE,
+				     "-n and -w do not go together: -n gives up at once, -w SECONDS waits that long");
+	return 1;
 }
 
 void hold_registry_bound(struct registry *reg, const struct hold_wait *w)

@@ -59,7 +59,8 @@ struct hold_opts {
 };
 
 /* Handles an option of CLI_WAIT_OPTIONS: returns 1 when id was one of them
- * (0 when not), -1 with err for a bad value. */
+ * (0 when not), -1 with err for a bad value or for -n with -w
+ * (hold_registry_option). */
 int hold_option(struct hold_opts *h, int id, const char *arg,
 		struct wsl_error *err);
 
@@ -70,10 +71,12 @@ int hold_option(struct hold_opts *h, int id, const char *arg,
 	{ "timeout", 'w', required_argument, "SECONDS", \
 	  "give up waiting for the registry after SECONDS (WSLOCK_REGISTRY_BUSY)" }, \
 	{ "nonblock", 'n', no_argument, NULL, \
-	  "do not wait for a registry another wslock is changing" }
+	  "do not wait for a registry another wslock is changing (not with -w)" }
 
 /* Handles -w and -n into w: 1 when id was one of them, 0 when not, -1
- * with a usage err for a bad value. */
+ * with a usage err for a bad value, or when -n and -w are both given (in
+ * either order: they contradict each other; flock(1) lets -n win
+ * silently). */
 int hold_registry_option(struct hold_wait *w, int id, const char *arg,
 			 struct wsl_error *err);
 

@@ -101,3 +101,31 @@ load helpers
 	WSLOCK_BACKEND=local run -64 --separate-stderr wsl acquire --etcd-endpoints http://127.0.0.1:9 --pid $$ "$(W a)"
 	assert_usage_error
 }
+
+@test "-n and -w together are a usage error naming both, in either order, for every command that takes them" {
+	mkws a
+	local ws tok
+	ws=$(W a)
+	for order in "-n -w 1" "-w 1 -n" "--nonblock --timeout=0"; do
+		# shellcheck disable=SC2086
+		run -64 --separate-stderr wsl run $order "$ws" -- echo SHOULD-NOT-RUN
+		assert_usage_error --run
+		[[ $stderr == *"-n and -w"* ]] || fail "does not name both: $stderr"
+		# shellcheck disable=SC2086
+		run -64 --separate-stderr wsl acquire $order --pid $$ "$ws"
+		assert_usage_error
+	done
+	[ "$(wsl inspect "$ws" | jq -r .state)" = free ] || fail "something was locked"
+	tok=$(wsl acquire --pid $$ "$ws" | jq -r .token)
+	run -64 --separate-stderr wsl release -n -w 1 --token "$tok" "$ws"
+	assert_usage_error
+	wsl inspect --owner "$ws" >"$BATS_TEST_TMPDIR/owner.json"
+	run -64 --separate-stderr wsl recover -w 1 -n --expected-owner "$BATS_TEST_TMPDIR/owner.json" "$ws"
+	assert_usage_error
+	run -64 --separate-stderr wsl reclaim -n -w 1
+	assert_usage_error
+	[ "$(wsl inspect "$ws" | jq -r .owner.token)" = "$tok" ] || fail "the lock changed"
+	# Each alone still works.
+	run -0 wsl release -n --token "$tok" "$ws"
+	run -0 wsl run -w 1 "$ws" -- true
+}

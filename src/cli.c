@@ -22,7 +22,7 @@ static const struct cli_option common_options[] = {
 	{ "etcd-endpoints", OPT_ETCD_ENDPOINTS, required_argument, "URLS",
 	  "etcd client URLs, comma-separated (default $WSLOCK_ETCD_ENDPOINTS); only with --backend etcd" },
 	{ "etcd-prefix", OPT_ETCD_PREFIX, required_argument, "PREFIX",
-	  "etcd key prefix (default /wslock/)" },
+	  "etcd key prefix, not empty (default $WSLOCK_ETCD_PREFIX, else /wslock/)" },
 	{ "lease-ttl", OPT_LEASE_TTL, required_argument, "SECONDS",
 	  "etcd: lease of a holder, kept alive while it runs (default 15)" },
 	{ "etcd-cacert", OPT_ETCD_CACERT, required_argument, "FILE",
@@ -351,6 +351,12 @@ int cli_parse(struct cli *c, const struct cli_command *cmd, int argc,
 			c->reg_cfg.etcd_endpoints = optarg;
 			break;
 		case OPT_ETCD_PREFIX:
+			/* As -d "": --etcd-prefix "$UNSET" must not quietly mean
+			 * the default prefix (another set of locks). */
+			if (optarg[0] == '\0') {
+				*status = output_usage(c, "--etcd-prefix needs a key prefix, not an empty string (unset it to use the default)");
+				goto done;
+			}
 			c->reg_cfg.etcd_prefix = optarg;
 			break;
 		case OPT_LEASE_TTL: {

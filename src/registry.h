@@ -39,7 +39,9 @@ struct registry_config {
 	const char *lock_dir;		/* local: -d, or NULL for the default */
 	const char *backend;		/* "local" or "etcd"; NULL: $WSLOCK_BACKEND, else local */
 	const char *etcd_endpoints;	/* NULL: $WSLOCK_ETCD_ENDPOINTS */
-	const char *etcd_prefix;	/* NULL: $WSLOCK_ETCD_PREFIX, else "/wslock/" */
+	const char *etcd_prefix;	/* NULL: $WSLOCK_ETCD_PREFIX (empty:
+					 * unset), else "/wslock/"; never ""
+					 * (cli.c refuses --etcd-prefix "") */
 	const char *etcd_cacert;	/* TLS CA file; NULL: $WSLOCK_ETCD_CACERT */
 	const char *etcd_cert;		/* client certificate; NULL: $WSLOCK_ETCD_CERT */
 	const char *etcd_key;		/* its key; NULL: $WSLOCK_ETCD_KEY */

@@ -129,3 +129,21 @@ load helpers
 	run -0 wsl release -n --token "$tok" "$ws"
 	run -0 wsl run -w 1 "$ws" -- true
 }
+
+@test "--etcd-prefix \"\" is a usage error as -d \"\" is, before or after the command" {
+	mkws a
+	unset WSLOCK_BACKEND
+	# Port 9 (discard): nothing answers, and nothing may be asked.
+	export WSLOCK_ETCD_ENDPOINTS=http://127.0.0.1:9
+	run -64 --separate-stderr wsl --backend etcd --etcd-prefix "" inspect "$(W a)"
+	assert_usage_error
+	[[ $stderr == *"--etcd-prefix"*"empty"* ]] || fail "unclear: $stderr"
+	run -64 --separate-stderr wsl acquire --backend etcd --etcd-prefix= --pid $$ "$(W a)"
+	assert_usage_error
+	run -64 --separate-stderr wsl run --backend etcd --etcd-prefix "" "$(W a)" -- echo SHOULD-NOT-RUN
+	assert_usage_error --run
+	unset WSLOCK_ETCD_ENDPOINTS
+	run -64 --separate-stderr wsl --etcd-prefix "" run "$(W a)" -- echo SHOULD-NOT-RUN
+	assert_usage_error --run
+	[ ! -e "$WSLOCK_DIR" ] || fail "a registry was created"
+}

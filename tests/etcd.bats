@@ -613,6 +613,13 @@ a_document() {
 	[ ! -e "$WSLOCK_DIR" ]	# no local registry was made
 }
 
+@test "etcd: an empty WSLOCK_ETCD_PREFIX counts as unset (the default /wslock/), as an empty WSLOCK_DIR does" {
+	mkws a
+	WSLOCK_ETCD_PREFIX= run -0 --separate-stderr wsl run "$(W a)" -- \
+		sh -c 'etcdctl --endpoints="$1" get --prefix /wslock/lock --keys-only' sh "$WSL_ETCD_EP"
+	[[ $output == *"/wslock/lock$(W a)"* ]] || fail "not under /wslock/: $output"
+}
+
 @test "etcd: losing one member of three keeps run, acquire and release working" {
 	local d=$BATS_FILE_TMPDIR/etcd3 ep leader i urls="" out deadline
 	ep=$("$CLUSTER" start -n 3 "$d")

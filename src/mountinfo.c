@@ -15,6 +15,7 @@
 #include "fsx.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,11 +29,14 @@
 static char *table;		/* /proc/self/mountinfo, read once per process */
 static size_t table_len;
 
+static size_t memo_n;
+
 void mountinfo_reset(void)
 {
 	free(table);
 	table = NULL;
 	table_len = 0;
+	memo_n = 0;
 }
 
 static int table_load(struct wsl_error *err)
@@ -207,10 +211,49 @@ static const char *below_target(const char *path, const char *target)
 	return path + strlen(target);
 }
 
+/* The answers of this process, by path: one command asks about its
+ * workspace, its registry and / (the safety checks of DESIGN.md section
+ * 6), some of them more than once. Filled while table (one copy of
+ * mountinfo) is; a later mountinfo_reset forgets them with it. */
+#define MEMO_MAX 4
+static struct memo {
+	char path[PATH_MAX];
+	char fs[MOUNTINFO_FS_MAX + 1];
+	char fspath[PATH_MAX];
+} *memo;
+static size_t memo_next;
+
+static bool memo_find(const char *path, char fs[MOUNTINFO_FS_MAX + 1], char fspath[PATH_MAX])
+{
+	for (size_t i = 0; table != NULL && i < memo_n; i++)
+		if (strcmp(memo[i].path, path) == 0) {
+			memcpy(fs, memo[i].fs, sizeof(memo[i].fs));
+			memcpy(fspath, memo[i].fspath, strlen(memo[i].fspath) + 1);
+			return true;
+		}
+	return false;
+}
+
+static void memo_add(const char *path, const char *fs, const char *fspath)
+{
+	struct memo *m;
+
+	if (memo == NULL && (memo = calloc(MEMO_MAX, sizeof(*memo))) == NULL)
+		return;
+	if (strlen(path) >= PATH_MAX || strlen(fspath) >= PATH_MAX)
+		return;
+	m = &memo[memo_next];
+	memo_next = (memo_next + 1) % MEMO_MAX;
+	if (memo_n < MEMO_MAX)
+		memo_n++;
+	memcpy(m->path, path, strlen(path) + 1);
+	snprintf(m->fs, sizeof(m->fs), "%s", fs);
+	memcpy(m->fspath, fspath, strlen(fspath) + 1);
+}
+
 int mountinfo_identity(const char *path, char fs[MOUNTINFO_FS_MAX + 1],
 		       char fspath[PATH_MAX], struct wsl_error *err)
 {
-	static char last_path[PATH_MAX], last_fs[MOUNTINFO_FS_MAX + 1], last_fspath[PATH_MAX];
 	char root[PATH_MAX], target[PATH_MAX];
 	struct statfs sf;
 	struct stat st;
@@ -218,12 +261,8 @@ int mountinfo_identity(const char *path, char fs[MOUNTINFO_FS_MAX + 1],
 	unsigned int v0, v1;
 	int n;
 
-	/* One command asks about its workspace several times. */
-	if (table != NULL && last_path[0] != '\0' && strcmp(path, last_path) == 0) {
-		memcpy(fs, last_fs, sizeof(last_fs));
-		memcpy(fspath, last_fspath, strlen(last_fspath) + 1);
+	if (memo_find(path, fs, fspath))
 		return 0;
-	}
 	if (stat(path, &st) != 0 || statfs(path, &sf) != 0)
 		return wsl_error_errno(err, errno == ENOENT || errno == ENOTDIR ?
 				       WSL_NO_WORKSPACE : WSL_OS, errno,
@@ -250,10 +289,6 @@ int mountinfo_identity(const char *path, char fs[MOUNTINFO_FS_MAX + 1],
 		return wsl_error_set(err, WSL_OS,
 				     "the path of %s inside its filesystem is longer than PATH_MAX",
 				     path);
-	if (strlen(path) < sizeof(last_path)) {
-		memcpy(last_path, path, strlen(path) + 1);
-		memcpy(last_fs, fs, sizeof(last_fs));
-		memcpy(last_fspath, fspath, (size_t)n + 1);
-	}
+	memo_add(path, fs, fspath);
 	return 0;
 }

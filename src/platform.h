@@ -109,9 +109,9 @@ enum fs_kind {
 };
 
 /* Classifies the filesystem behind fd by statfs(2) f_type; ext2/3/4 share
- * one magic number, so /proc/self/mountinfo tells ext2 (FS_OTHER) from
- * ext3/ext4 (proc(5), mountinfo), and an ext4 counts as ordered only when
- * jbd2 runs its journal (/proc/fs/jbd2). Unknown or unreadable: FS_OTHER. */
+ * one magic number, and one counts as ordered only when jbd2 runs its
+ * journal (/proc/fs/jbd2): ext3 and ext4 with a journal, not ext2 nor an
+ * ext4 without one. Unknown or unreadable: FS_OTHER. */
 enum fs_kind platform_fs_kind(int fd);
 
 /* When the filesystem behind fd is a network filesystem (by statfs(2)

@@ -159,6 +159,9 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 	 * holder of .coordination must not make SIGTERM wait for it). */
 	registry_coord_signals(reg, w->sigfd);
 	reg->inside = hold_inside;
+	/* A conflict will be waited for: queue at once (local), so that
+	 * the place is that of the first attempt. */
+	reg->queue_early = !w->nonblock && w->timeout_ms != 0;
 	for (;;) {
 		struct lock_entry conflict;
 		struct registry_deadline dl;
@@ -275,6 +278,7 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		}
 	}
 	registry_wait_end(reg);	/* local: leaves the queue, if in it */
+	reg->queue_early = false;
 	registry_coord_signals(reg, -1);
 	if (rc < 0 && err->signo > 0) {
 		rc = err->signo;	/* as a signal during the wait below */

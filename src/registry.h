@@ -88,6 +88,11 @@ struct registry {
 	 * command inside a run never queues behind waiters for that very
 	 * run's lock. NULL: never inside. */
 	bool (*inside)(const struct lock_entry *e, pid_t from);
+	/* Set by hold.c when a conflict will be waited for (not -n): the
+	 * local backend then joins its wait queue in the very attempt that
+	 * meets the conflict, so a waiter's place is that of its first
+	 * attempt, not of the one after registry_wait_prepare. */
+	bool queue_early;
 };
 
 /* How long a call may wait for the registry itself (local: its

@@ -1,6 +1,7 @@
 /* local_garbage.c - the local backend's garbage: staging leftovers,
  * abandoned queue entries (their waiter died; local_wait.c) and orphan
- * markers (a marker whose lock is gone), counted for the reclaim
+ * markers (a marker whose lock is gone; format 2 below markers left in
+ * ids/ are moved to idnest/ first), counted for the reclaim
  * preview and removed by reclaim --yes. A crash leaves them (the crash
  * table atop registry_local.c); they are harmless until collected.
  */
@@ -94,13 +95,19 @@ int local_garbage(struct registry *reg, bool remove, size_t *staging,
 	/* Abandoned queue entries count with the staging leftovers. */
 	if (queue_garbage(reg, remove, staging, err) != 0)
 		return -1;
-	if (garbage_markers(reg, loc(reg)->nest_fd, "nest", remove, orphan_markers, err) != 0)
+	/* Format 2 below markers left in ids/ (a crashed upgrade, a format 2
+	 * binary that opened the registry before it) move to idnest/ first. */
+	if (remove && loc(reg)->format >= REGISTRY_FORMAT && loc(reg)->idnest_fd >= 0 &&
+	    below_sweep(reg, true, err) != 0)
+		return -1;
+	if (garbage_markers(reg, loc(reg)->nest_fd, "nest", remove, orphan_markers, err) != 0 ||
+	    garbage_markers(reg, loc(reg)->idnest_fd, "idnest", remove, orphan_markers, err) != 0)
 		return -1;
 	return garbage_markers(reg, loc(reg)->ids_fd, "ids", remove, orphan_markers, err);
 }
 
-/* Counts (and with remove deletes) the markers in dirfd (nest/ or ids/)
- * whose lock is gone. */
+/* Counts (and with remove deletes) the markers in dirfd (nest/, idnest/
+ * or ids/) whose lock is gone. */
 static int garbage_markers(struct registry *reg, int dirfd, const char *dirname,
 			   bool remove, size_t *orphan_markers, struct wsl_error *err)
 {

@@ -1,9 +1,12 @@
 /* local_markers.c - the local backend's markers and the overlap search
- * over them: nest/A/KEY (by path) and ids/I/KEY, ids/IA/KEY.below (by
+ * over them: nest/A/KEY (by path) and ids/I/KEY, idnest/IA/KEY (by
  * identity, DESIGN.md section 3). Writing them is part of publish and
  * release (registry_local.c, whose header comment says why a marker
  * precedes its lock); reading them finds the locks that overlap a workspace
- * in both spaces.
+ * in both spaces. Each lookup reads one directory that holds only the kind
+ * of marker it looks for, so an acquire reads O(depth) entries however
+ * many locks are held beside it (format 3; format 2 kept ids/IA/KEY.below
+ * beside the at markers, and those are still read: local_upgrade.c).
  */
 #include "registry_local.h"
 #include "fsx.h"
@@ -14,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -128,15 +132,16 @@ static bool marker_true(const struct overlap_ctx *c, const struct lock_entry *e,
 	return strcmp(fspath, where) != 0 && wspath_within(fspath, where);
 }
 
-/* The locks marked in dirfd/KEY (nest/ or ids/; KEY for where), kept as
- * overlaps when marker_true. */
+/* The locks marked in dirfd/KEY (nest/, ids/ or idnest/; KEY for where)
+ * whose names end in suffix ("" or ID_BELOW), kept as overlaps when
+ * marker_true. A format 2 below marker met in ids/ by a mutation of a
+ * format 3 registry is noted (below_left): the mutation moves it. */
 static int overlap_marked(struct overlap_ctx *c, int dirfd, const char *dirname,
 			  const char *key, enum marker_match how, const char *where,
-			  bool ancestor)
+			  bool ancestor, const char *suffix)
 {
 	char path[PATH_MAX], lockkey[WSL_KEY_HEX + 1];
-	/* ids/ holds both kinds: KEY (at) and KEY.below. */
-	const char *suffix = how == MATCH_ID_BELOW ? ID_BELOW : "";
+	size_t want = WSL_KEY_HEX + strlen(suffix);
 	struct dirent *de;
 	DIR *dir;
 	int fd;
@@ -160,10 +165,13 @@ static int overlap_marked(struct overlap_ctx *c, int dirfd, const char *dirname,
 		return wsl_error_errno(c->err, WSL_IO, errno, "cannot read %s", path);
 	}
 	while ((de = readdir(dir)) != NULL) {
+		size_t len = strlen(de->d_name);
 		struct lock_entry e;
 
-		if (strlen(de->d_name) != WSL_KEY_HEX + strlen(suffix) ||
-		    strcmp(de->d_name + WSL_KEY_HEX, suffix) != 0)
+		if (dirfd == loc(c->reg)->ids_fd && len == WSL_KEY_HEX + strlen(ID_BELOW) &&
+		    strcmp(de->d_name + WSL_KEY_HEX, ID_BELOW) == 0)
+			loc(c->reg)->below_left = true;
+		if (len != want || strcmp(de->d_name + WSL_KEY_HEX, suffix) != 0)
 			continue;
 		memcpy(lockkey, de->d_name, WSL_KEY_HEX);
 		lockkey[WSL_KEY_HEX] = '\0';
@@ -192,7 +200,7 @@ static int overlap_id_ancestor(const char *fspath, void *arg)
 	char key[WSL_KEY_HEX + 1];
 
 	wspath_identity_key(c->fs, fspath, key);
-	return overlap_marked(c, loc(c->reg)->ids_fd, "ids", key, MATCH_ID_AT, fspath, true);
+	return overlap_marked(c, loc(c->reg)->ids_fd, "ids", key, MATCH_ID_AT, fspath, true, "");
 }
 
 /* False when no lock has an identity marker: every marker is a link to
@@ -219,13 +227,36 @@ static int overlaps_both(struct overlap_ctx *c, const char *workspace)
 	    (c->fs != NULL &&
 	     wspath_for_each_fs_ancestor(c->fspath, overlap_id_ancestor, c) != 0) ||
 	    overlap_marked(c, loc(c->reg)->nest_fd, "nest", key, MATCH_PATH_BELOW,
-			   workspace, false) != 0)
+			   workspace, false, "") != 0)
 		return -1;
 	if (c->fs == NULL)
 		return 0;
+	/* Below by identity: idnest/I, and format 2's ids/I/KEY.below (ids/I
+	 * holds only the at markers of I besides: a few entries). */
 	wspath_identity_key(c->fs, c->fspath, key);
+	if (overlap_marked(c, loc(c->reg)->idnest_fd, "idnest", key, MATCH_ID_BELOW,
+			   c->fspath, false, "") != 0)
+		return -1;
 	return overlap_marked(c, loc(c->reg)->ids_fd, "ids", key, MATCH_ID_BELOW,
-			      c->fspath, false);
+			      c->fspath, false, ID_BELOW);
+}
+
+/* A mutation (the exclusive coordination lock) of a format 3 registry
+ * that met a format 2 below marker in ids/ (left by a crash in the
+ * upgrade, or written by a format 2 binary that opened the registry
+ * before it) finishes the upgrade: below_sweep moves them all, so the
+ * next lookups read only the kind they look for. */
+static void below_moved(struct registry *reg)
+{
+	struct wsl_error ignored = { 0 };
+
+	if (!loc(reg)->below_left || loc(reg)->coord_held != LOCK_EX ||
+	    loc(reg)->format < REGISTRY_FORMAT || loc(reg)->idnest_fd < 0)
+		return;
+	loc(reg)->below_left = false;
+	/* Best effort: what stays is still read in place. */
+	if (below_sweep(reg, true, &ignored) != 0)
+		wsl_error_clear(&ignored);
 }
 
 int local_overlaps(struct registry *reg, const char *workspace, bool probe,
@@ -247,6 +278,7 @@ int local_overlaps(struct registry *reg, const char *workspace, bool probe,
 		lock_overlaps_free(c.items, c.n);
 		return -1;
 	}
+	below_moved(reg);
 	*out = c.items;
 	*n = c.n;
 	return 0;
@@ -272,7 +304,7 @@ int identity_self(struct registry *reg, const char *workspace, const char *skip_
 		return 0;
 	}
 	wspath_identity_key(fs, fspath, key);
-	if (overlap_marked(&c, loc(reg)->ids_fd, "ids", key, MATCH_ID_AT, fspath, true) != 0) {
+	if (overlap_marked(&c, loc(reg)->ids_fd, "ids", key, MATCH_ID_AT, fspath, true, "") != 0) {
 		lock_overlaps_free(c.items, c.n);
 		return -1;
 	}
@@ -282,16 +314,18 @@ int identity_self(struct registry *reg, const char *workspace, const char *skip_
 			lock_entry_free(&c.items[i].entry);
 		free(c.items);
 	}
+	below_moved(reg);
 	return 0;
 }
 
 /* Links the marker name into directory fd: a hard link to the marker
- * inode of m's space (nest/.marker or ids/.marker), made first when it is
- * missing (a registry made before it existed); where the filesystem allows
- * no more links to it (EMLINK), an empty file of its own. */
+ * inode of m's space (nest/.marker, ids/.marker or idnest/.marker), made
+ * first when it is missing (a registry made before it existed); where the
+ * filesystem allows no more links to it (EMLINK), an empty file of its
+ * own. */
 static int marker_link(const struct marker_ctx *m, int fd, const char *name)
 {
-	int src = m->fs != NULL ? loc(m->reg)->ids_fd : loc(m->reg)->nest_fd;
+	int src = m->dirfd;
 	int mfd;
 
 	if (linkat(src, ID_MARKER, fd, name, 0) == 0 || errno == EEXIST)
@@ -317,7 +351,7 @@ int marker_inode_make(int dirfd)
 int marker_apply(const char *ancestor, void *arg)
 {
 	struct marker_ctx *m = arg;
-	char akey[WSL_KEY_HEX + 1], path[PATH_MAX], name[WSL_KEY_HEX + 16];
+	char akey[WSL_KEY_HEX + 1];
 	int fd;
 
 	if (m->fs != NULL)
@@ -337,7 +371,6 @@ int marker_apply(const char *ancestor, void *arg)
 		fsx_close(fd);
 		return 0;
 	}
-	snprintf(name, sizeof(name), "%s%s", m->key, m->suffix);
 	if (m->step == MARKER_REMOVE) {
 		/* The directory stays for the next lock below the ancestor
 		 * (no directory made and removed per command); reclaim
@@ -345,10 +378,18 @@ int marker_apply(const char *ancestor, void *arg)
 		fd = fsx_openat(m->dirfd, akey, O_RDONLY | O_DIRECTORY, 0);
 		if (fd < 0)
 			return 0;
-		unlinkat(fd, name, 0);
+		unlinkat(fd, m->key, 0);
 		fsx_close(fd);
 		return 0;
 	}
+	return marker_add_at(m, akey);
+}
+
+int marker_add_at(struct marker_ctx *m, const char *akey)
+{
+	char path[PATH_MAX];
+	int fd;
+
 	if (path_join(path, m->reg->path, m->dirname, m->err) != 0 ||
 	    path_join(path, path, akey, m->err) != 0)
 		return -1;
@@ -357,15 +398,17 @@ int marker_apply(const char *ancestor, void *arg)
 		/* The first lock below this ancestor: its directory is made
 		 * (and kept), and its parent then needs an fsync. */
 		wsl_error_clear(m->err);
-		if (m->fs != NULL)
+		if (m->dirfd == loc(m->reg)->ids_fd)
 			loc(m->reg)->ids_made = true;
+		else if (m->dirfd == loc(m->reg)->idnest_fd)
+			loc(m->reg)->idnest_made = true;
 		else
 			loc(m->reg)->nest_made = true;
 		fd = fsx_open_dir_checked(m->dirfd, akey, path, true, m->err);
 	}
 	if (fd < 0)
 		return -1;
-	if (marker_link(m, fd, name) != 0) {
+	if (marker_link(m, fd, m->key) != 0) {
 		wsl_error_errno(m->err, WSL_IO, errno, "cannot write %s marker in %s",
 				m->fs != NULL ? "identity" : "nest", path);
 		fsx_close(fd);
@@ -377,20 +420,28 @@ int marker_apply(const char *ancestor, void *arg)
 
 /* Adds, syncs or removes (step) the identity markers of the lock key whose
  * owner is o (a 0.1 or corrupt one: root's identity now): ids/I/key and
- * nest/IA/key for every identity ancestor IA. Unknown identity: nothing. */
+ * idnest/IA/key for every identity ancestor IA. Unknown identity: nothing.
+ * Only a format 3 registry is written (a mutation upgrades first), so
+ * idnest/ is open whenever ids/ is. */
 int identity_markers_at(struct registry *reg, const char *key, const char *fs,
 			const char *fspath, enum marker_step step,
 			struct wsl_error *err)
 {
-	struct marker_ctx m = { reg, key, step, err, fs, loc(reg)->ids_fd, "ids", ID_BELOW };
+	struct marker_ctx m = { reg, key, step, err, fs, loc(reg)->idnest_fd, "idnest" };
 	int rc;
 
 	if (loc(reg)->ids_fd < 0)
 		return 0;
-	rc = wspath_for_each_fs_ancestor(fspath, marker_apply, &m);
+	if (loc(reg)->idnest_fd >= 0)
+		rc = wspath_for_each_fs_ancestor(fspath, marker_apply, &m);
+	else if (step == MARKER_REMOVE)
+		rc = 0;
+	else
+		rc = wsl_error_set(err, WSL_INTERNAL, "registry %s has no idnest/", reg->path);
 	if (rc != 0 && step != MARKER_REMOVE)
 		return -1;
-	m.suffix = "";
+	m.dirfd = loc(reg)->ids_fd;
+	m.dirname = "ids";
 	return marker_apply(fspath, &m);
 }
 

@@ -1,7 +1,7 @@
 /* local_open.c - the local backend: opening and creating the registry
- * directory, its format stamp (tmp) and the 0.1 -> 0.2 upgrade; closing it.
- * The layout and the upgrade's crash steps are described atop
- * registry_local.c.
+ * directory, its format stamp (tmp) and the upgrades (0.1's format 1 -> 3
+ * here, 2 -> 3 in local_upgrade.c); closing it. The layout and the
+ * upgrades' crash steps are described atop registry_local.c.
  */
 #include "registry_local.h"
 #include "fsx.h"
@@ -17,6 +17,10 @@
 #include <unistd.h>
 
 #define STAMP_PREFIX "wslock registry format "
+#define STAMP_STR_(n) #n
+#define STAMP_STR(n) STAMP_STR_(n)
+/* The stamp this binary writes: "wslock registry format 3\n". */
+#define STAMP_TEXT STAMP_PREFIX STAMP_STR(REGISTRY_FORMAT) "\n"
 
 /* mkdir -p for the parents of path, each new directory 0700. */
 static int make_parents(const char *path, struct wsl_error *err)
@@ -107,7 +111,7 @@ static int local_init(struct registry *reg, struct wsl_error *err)
 	if (l == NULL)
 		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
 	l->dir_fd = l->locks_fd = l->nest_fd = l->tmp_fd = -1;
-	l->coord_fd = l->ids_fd = -1;
+	l->coord_fd = l->ids_fd = l->idnest_fd = -1;
 	l->format = REGISTRY_FORMAT;
 	l->fs_kind = FS_OTHER;
 	reg->ops = &registry_local_ops;
@@ -117,7 +121,7 @@ static int local_init(struct registry *reg, struct wsl_error *err)
 
 /* Opens (or with create makes) the subdirectory name; *fd stays -1 when it
  * is missing and create is false. */
-static int open_subdir(struct registry *reg, const char *name, bool create,
+int open_subdir(struct registry *reg, const char *name, bool create,
 		       int *fd, struct wsl_error *err)
 {
 	char path[PATH_MAX];
@@ -152,22 +156,32 @@ static int stamp_read(struct registry *reg, int *format, struct wsl_error *err)
 	    end != buf + len - 1 || n < 2 || n > 999999) {
 		free(buf);
 		return wsl_error_set(err, WSL_UNSAFE_PATH,
-				     "%s is not a registry format stamp (\"%s2\")", path,
-				     STAMP_PREFIX);
+				     "%s is not a registry format stamp (\"%s%d\")", path,
+				     STAMP_PREFIX, REGISTRY_FORMAT);
 	}
 	free(buf);
 	*format = (int)n;
 	return 0;
 }
 
-static int stamp_write(struct registry *reg, const char *name, struct wsl_error *err)
+int stamp_upgrade(struct registry *reg, int staging, bool exchange,
+		  struct wsl_error *err)
 {
-	static const char stamp[] = STAMP_PREFIX "2\n";
+	static const char stamp[] = STAMP_TEXT;
+	char name[STAGE_NAME_MAX];
 
-	if (fsx_write_new_file(loc(reg)->dir_fd, name, stamp, sizeof(stamp) - 1,
-			       sync_data(reg)) != 0)
-		return wsl_error_errno(err, WSL_IO, errno, "cannot write %s/%s",
+	stage_name(name, "stamp");
+	if (fsx_write_new_file(staging, name, stamp, sizeof(stamp) - 1, sync_data(reg)) != 0)
+		return wsl_error_errno(err, WSL_IO, errno, "cannot write %s/staging/%s",
 				       reg->path, name);
+	if (renameat2(staging, name, loc(reg)->dir_fd, "tmp",
+		      exchange ? RENAME_EXCHANGE : 0) != 0) {
+		wsl_error_errno(err, WSL_IO, errno, "cannot stamp %s/tmp", reg->path);
+		unlinkat(staging, name, 0);
+		return -1;
+	}
+	if (sync_commit(reg, loc(reg)->dir_fd) != 0)
+		return wsl_error_errno(err, WSL_IO, errno, "cannot sync %s", reg->path);
 	return 0;
 }
 
@@ -187,8 +201,8 @@ static int stamp_publish(struct registry *reg, struct wsl_error *err)
 
 	for (int attempt = 0; attempt < 8; attempt++) {
 		stage_name(name, "stamp");
-		if (fsx_write_new_file(loc(reg)->tmp_fd, name, STAMP_PREFIX "2\n",
-				       sizeof(STAMP_PREFIX "2\n") - 1, sync_data(reg)) != 0) {
+		if (fsx_write_new_file(loc(reg)->tmp_fd, name, STAMP_TEXT,
+				       sizeof(STAMP_TEXT) - 1, sync_data(reg)) != 0) {
 			if (errno == ENOENT)
 				continue;
 			return wsl_error_errno(err, WSL_IO, errno,
@@ -213,12 +227,21 @@ static int stamp_publish(struct registry *reg, struct wsl_error *err)
 			       reg->path);
 }
 
-/* ids/.marker, the inode every identity marker links to (made again by
- * the first marker when it is missing; nest/.marker is made that way). */
-static int id_marker_make(struct registry *reg, struct wsl_error *err)
+/* ids/ and idnest/ with their .marker, the inode every identity marker
+ * links to (made again by the first marker when it is missing;
+ * nest/.marker is made that way). */
+static int id_dirs_make(struct registry *reg, struct wsl_error *err)
 {
+	if ((loc(reg)->ids_fd < 0 &&
+	     open_subdir(reg, "ids", true, &loc(reg)->ids_fd, err) != 0) ||
+	    (loc(reg)->idnest_fd < 0 &&
+	     open_subdir(reg, "idnest", true, &loc(reg)->idnest_fd, err) != 0))
+		return -1;
 	if (marker_inode_make(loc(reg)->ids_fd) != 0)
 		return wsl_error_errno(err, WSL_IO, errno, "cannot create %s/ids/%s",
+				       reg->path, ID_MARKER);
+	if (marker_inode_make(loc(reg)->idnest_fd) != 0)
+		return wsl_error_errno(err, WSL_IO, errno, "cannot create %s/idnest/%s",
 				       reg->path, ID_MARKER);
 	return 0;
 }
@@ -226,8 +249,10 @@ static int id_marker_make(struct registry *reg, struct wsl_error *err)
 /*
  * The registry's format, from tmp: a directory is a 0.1 registry (format 1,
  * staging in tmp/ until it is upgraded), a file the stamp. A registry
- * without tmp is new: with create it gets ids/, staging/ and the stamp.
- * A format above REGISTRY_FORMAT is refused (WSL_UNSAFE_PATH).
+ * without tmp is new: with create it gets ids/, idnest/, staging/ and the
+ * stamp. A format above REGISTRY_FORMAT is refused (WSL_UNSAFE_PATH).
+ * idnest/ of a format 2 registry is opened when a crashed upgrade left it
+ * (it is read beside ids/), never made.
  */
 static int format_open(struct registry *reg, bool create, struct wsl_error *err)
 {
@@ -242,8 +267,7 @@ static int format_open(struct registry *reg, bool create, struct wsl_error *err)
 		loc(reg)->format = REGISTRY_FORMAT;
 		if (!create)
 			return 0;
-		if (open_subdir(reg, "ids", true, &loc(reg)->ids_fd, err) != 0 ||
-		    id_marker_make(reg, err) != 0 ||
+		if (id_dirs_make(reg, err) != 0 ||
 		    open_subdir(reg, "staging", true, &loc(reg)->tmp_fd, err) != 0)
 			return -1;
 		switch (stamp_publish(reg, err)) {
@@ -266,6 +290,10 @@ static int format_open(struct registry *reg, bool create, struct wsl_error *err)
 				     "registry %s has format %d, newer than this wslock knows (%d); use a newer wslock",
 				     reg->path, loc(reg)->format, REGISTRY_FORMAT);
 	if (loc(reg)->ids_fd < 0 && open_subdir(reg, "ids", create, &loc(reg)->ids_fd, err) != 0)
+		return -1;
+	if (loc(reg)->idnest_fd < 0 &&
+	    open_subdir(reg, "idnest", create && loc(reg)->format >= REGISTRY_FORMAT,
+			&loc(reg)->idnest_fd, err) != 0)
 		return -1;
 	return open_subdir(reg, "staging", create, &loc(reg)->tmp_fd, err);
 }
@@ -368,6 +396,7 @@ void local_close(struct registry *reg)
 	fsx_close(l->tmp_fd);
 	fsx_close(l->nest_fd);
 	fsx_close(l->ids_fd);
+	fsx_close(l->idnest_fd);
 	fsx_close(l->locks_fd);
 	fsx_close(l->dir_fd);
 	free(l);
@@ -376,26 +405,22 @@ void local_close(struct registry *reg)
 }
 
 /*
- * Upgrades a 0.1 registry (format 1) in place; the caller holds the
- * coordination lock exclusively, so no wslock is inside a mutation. Every
- * lock keeps its bytes at its 0.1 key and gets its identity markers; then
- * the stamp file takes tmp/'s place in one rename(RENAME_EXCHANGE) (the
- * commit point). The old tmp/ moves into staging/: a 0.1 `run` holding a
- * lock across the upgrade still releases through it (it opened it at its
- * start), and reclaim collects it later like any staging leftover.
+ * Upgrades a 0.1 registry (format 1) straight to REGISTRY_FORMAT; the
+ * caller holds the coordination lock exclusively, so no wslock is inside a
+ * mutation. Every lock keeps its bytes at its 0.1 key and gets its
+ * identity markers (format 3's: ids/ and idnest/); then the stamp file
+ * takes tmp/'s place in one rename(RENAME_EXCHANGE) (the commit point),
+ * which moves the old tmp/ into staging/: a 0.1 `run` holding a lock across the
+ * upgrade still releases through it (it opened it at its start), and
+ * reclaim collects it later like any staging leftover.
  */
-int upgrade(struct registry *reg, struct wsl_error *err)
+static int upgrade_v01(struct registry *reg, struct wsl_error *err)
 {
 	char **names = NULL;
 	size_t n = 0, i;
 	int staging = -1, rc = -1;
 
-	if (format_open(reg, true, err) != 0)	/* another wslock may have done it */
-		return -1;
-	if (loc(reg)->format >= REGISTRY_FORMAT)
-		return 0;
-	if (open_subdir(reg, "ids", true, &loc(reg)->ids_fd, err) != 0 ||
-	    id_marker_make(reg, err) != 0 ||
+	if (id_dirs_make(reg, err) != 0 ||
 	    open_subdir(reg, "staging", true, &staging, err) != 0)
 		goto out;
 	if (loc(reg)->locks_fd >= 0 && list_names(loc(reg)->locks_fd, &names, &n) != 0) {
@@ -418,30 +443,16 @@ int upgrade(struct registry *reg, struct wsl_error *err)
 		lock_entry_free(&e);
 	}
 	if (sync_before_commit(reg, loc(reg)->nest_fd) != 0 ||
-	    sync_before_commit(reg, loc(reg)->ids_fd) != 0) {
+	    sync_before_commit(reg, loc(reg)->ids_fd) != 0 ||
+	    sync_before_commit(reg, loc(reg)->idnest_fd) != 0) {
 		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s", reg->path);
 		goto out;
 	}
 	CRASH_POINT("upgrade:markers-written");
-	unlinkat(loc(reg)->dir_fd, "tmp.new", 0);
-	if (stamp_write(reg, "tmp.new", err) != 0)
+	/* The old tmp/ takes the staged stamp's name in staging/. */
+	if (stamp_upgrade(reg, staging, true, err) != 0)
 		goto out;
-	if (renameat2(loc(reg)->dir_fd, "tmp.new", loc(reg)->dir_fd, "tmp", RENAME_EXCHANGE) != 0) {
-		wsl_error_errno(err, WSL_IO, errno, "cannot stamp %s/tmp", reg->path);
-		unlinkat(loc(reg)->dir_fd, "tmp.new", 0);
-		goto out;
-	}
-	if (sync_commit(reg, loc(reg)->dir_fd) != 0) {
-		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s", reg->path);
-		goto out;
-	}
 	CRASH_POINT("upgrade:stamped");
-	{
-		char old[STAGE_NAME_MAX];
-		stage_name(old, "v0.1-tmp");
-		if (renameat(loc(reg)->dir_fd, "tmp.new", staging, old) != 0)
-			wsl_error_clear(err);	/* left beside the stamp: harmless */
-	}
 	fsx_close(loc(reg)->tmp_fd);
 	loc(reg)->tmp_fd = staging;
 	staging = -1;
@@ -451,4 +462,15 @@ out:
 	fsx_close(staging);
 	free_names(names, n);
 	return rc;
+}
+
+int upgrade(struct registry *reg, struct wsl_error *err)
+{
+	if (format_open(reg, true, err) != 0)	/* another wslock may have done it */
+		return -1;
+	if (loc(reg)->format >= REGISTRY_FORMAT)
+		return 0;
+	if (loc(reg)->format == 1)
+		return upgrade_v01(reg, err);
+	return upgrade_v2(reg, err);
 }

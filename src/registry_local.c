@@ -23,27 +23,28 @@
  *   nest/A/KEY      an empty marker for each proper ancestor A of a held
  *                   workspace KEY; a new lock on A finds its descendants by
  *                   reading nest/A, never by scanning locks/.
- *   ids/I/KEY       a marker: the lock KEY has the identity key I, BLAKE2b
- *                   of workspace_fs and workspace_fs_path (DESIGN.md
- *                   section 3); ids/IA/KEY.below marks it below each
- *                   identity ancestor IA, as nest/A/KEY does by path. Both
- *                   are hard links to ids/.marker. A lock is found
- *                   in both spaces: by canonical path (KEY, as 0.1 keyed it)
- *                   and by identity (a bind mount, a container's mount).
+ *   ids/I/KEY       "at" marker: lock KEY has identity key I (BLAKE2b of
+ *                   workspace_fs and workspace_fs_path, DESIGN.md section
+ *                   3); ids/I holds nothing else, so the lock at an
+ *                   identity ancestor costs a directory of one entry.
+ *   idnest/IA/KEY   "below" marker, for each identity ancestor IA, as
+ *                   nest/A/KEY is by path (where the lock at A is
+ *                   locks/KEY(A): no mix). A lock is found in both spaces
+ *                   (a bind mount, a container's mount: by identity).
  *   staging/        staging (acq.PID.RAND) and release (rel.PID.RAND)
  *                   directories.
  *   queue/SEQ.PID.RAND  one entry per waiter, flock()ed by it while it
  *                   waits: the FIFO wait queue (described atop
  *                   local_wait.c). Made by the first waiter.
- *   tmp             the format stamp, a file: "wslock registry format 2".
- *                   0.1 kept its staging in a directory tmp/, so a 0.1
- *                   binary refuses a registry where tmp is a file (77).
- *                   The first mutation of a 0.1 registry (tmp/ a directory)
- *                   upgrades it under the coordination lock: identity
- *                   markers for every lock (their bytes stay at their 0.1
- *                   keys), then the stamp replaces tmp/ in one
- *                   rename(RENAME_EXCHANGE); a crash before it leaves a 0.1
- *                   registry with harmless extra markers.
+ *   tmp             the format stamp, a file: "wslock registry format 3";
+ *                   a higher format is refused (77), a lower one upgraded
+ *                   by the first mutation, under the coordination lock.
+ *                   Format 1 (0.1; tmp/ its staging, so 0.1 refuses a
+ *                   file): identity markers for every lock (bytes stay at
+ *                   their 0.1 keys), then the stamp replaces tmp/ by
+ *                   rename(RENAME_EXCHANGE); a crash before it leaves 0.1's
+ *                   registry with extra markers. Format 2 (below markers
+ *                   in ids/IA/KEY.below): atop local_upgrade.c.
  *
  * Invariants: a lock exists iff locks/KEY exists, and it never exists
  * half-written, because it appears by one rename(2) of a complete, fsynced
@@ -93,8 +94,8 @@
  * journal, metadata changes are journaled and committed in order, so the
  * fsync of locks/ after the rename commits them too (one cache flush
  * instead of one per ancestor); elsewhere (an ext4 made without a journal
- * too) each is fsynced: the staging directory, every nest/A and ids/I that
- * got a marker, and nest/ and ids/ themselves only when a marker directory
+ * too) each is fsynced: the staging directory, every marker directory that
+ * got a marker, and nest/, ids/, idnest/ only when a marker directory
  * was made in them (a kept one was synced by the command that made it; one
  * made by a command killed before that sync is written back by the kernel
  * within its writeback interval). On tmpfs nothing survives a crash, so
@@ -420,8 +421,8 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 		goto fail;
 	}
 	CRASH_POINT("acquire:staging-synced");
-	m = (struct marker_ctx){ reg, key, MARKER_ADD, err, NULL, loc(reg)->nest_fd, "nest", "" };
-	loc(reg)->nest_made = loc(reg)->ids_made = false;
+	m = (struct marker_ctx){ reg, key, MARKER_ADD, err, NULL, loc(reg)->nest_fd, "nest" };
+	loc(reg)->nest_made = loc(reg)->ids_made = loc(reg)->idnest_made = false;
 	if (wspath_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0 ||
 	    identity_markers(reg, key, o, MARKER_ADD, err) != 0)
 		goto fail_markers;
@@ -430,10 +431,12 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 	    (wspath_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0 ||
 	     identity_markers(reg, key, o, MARKER_SYNC, err) != 0))
 		goto fail_markers;
-	/* nest/ and ids/ changed only where a marker directory was made. */
+	/* nest/, ids/, idnest/ changed only where a marker directory was made. */
 	if ((loc(reg)->nest_made && sync_before_commit(reg, loc(reg)->nest_fd) != 0) ||
 	    (loc(reg)->ids_made && loc(reg)->ids_fd >= 0 &&
-	     sync_before_commit(reg, loc(reg)->ids_fd) != 0)) {
+	     sync_before_commit(reg, loc(reg)->ids_fd) != 0) ||
+	    (loc(reg)->idnest_made && loc(reg)->idnest_fd >= 0 &&
+	     sync_before_commit(reg, loc(reg)->idnest_fd) != 0)) {
 		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s/nest", reg->path);
 		goto fail_markers;
 	}
@@ -551,7 +554,7 @@ static int unpublish(struct registry *reg, const char *key, const char *workspac
 		return wsl_error_errno(err, WSL_IO, errno,
 				       "cannot remove the lock of %s", workspace);
 	CRASH_POINT("release:renamed");
-	m = (struct marker_ctx){ reg, key, MARKER_REMOVE, err, NULL, loc(reg)->nest_fd, "nest", "" };
+	m = (struct marker_ctx){ reg, key, MARKER_REMOVE, err, NULL, loc(reg)->nest_fd, "nest" };
 	wspath_for_each_ancestor(workspace, marker_apply, &m);
 	if (has_id)
 		identity_markers_at(reg, key, fs, fspath, MARKER_REMOVE, err);
@@ -721,7 +724,8 @@ static int local_take_over(struct registry *reg, const char *workspace,
 	/* The new owner is found by its identity before it takes over (a
 	 * 0.1 owner's markers came from the upgrade: the same or orphans). */
 	if (identity_markers(reg, key, next, MARKER_ADD, err) != 0 ||
-	    (loc(reg)->ids_fd >= 0 && sync_before_commit(reg, loc(reg)->ids_fd) != 0))
+	    (loc(reg)->ids_fd >= 0 && sync_before_commit(reg, loc(reg)->ids_fd) != 0) ||
+	    (loc(reg)->idnest_fd >= 0 && sync_before_commit(reg, loc(reg)->idnest_fd) != 0))
 		goto out;
 	rc = replace_owner(reg, lfd, dirpath, next, live_fd, err);
 out:

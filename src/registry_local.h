@@ -19,15 +19,19 @@
 #include <sys/stat.h>
 
 #define STAGE_NAME_MAX 64
-#define REGISTRY_FORMAT 2	/* the layout this binary writes (registry_local.c) */
+#define REGISTRY_FORMAT 3	/* the layout this binary writes (registry_local.c) */
 
-/* Markers are hard links to nest/.marker (by path) and ids/.marker (by
- * identity), so that adding one allocates no inode, and their directories
- * stay when they empty (reclaim collects them): on ext4 an inode made and
- * freed per ancestor and per command cost more than the rest of an
- * uncontended run together. */
+/* Markers are hard links to the .marker file of their space (nest/,
+ * ids/, idnest/), so that adding one allocates no inode, and their
+ * directories stay when they empty (reclaim collects them): on ext4 an
+ * inode made and freed per ancestor and per command cost more than the
+ * rest of an uncontended run together. */
 #define ID_MARKER ".marker"
-#define ID_BELOW ".below"	/* ids/IA/KEY.below: KEY is below IA */
+/* Format 2's below marker by identity, ids/IA/KEY.below (KEY is below
+ * IA); format 3 keeps it as idnest/IA/KEY. Still read where a crash in
+ * the upgrade or a format 2 binary that opened the registry before it
+ * left one (registry_local.c, "tmp"). */
+#define ID_BELOW ".below"
 
 struct local_queue;
 
@@ -39,9 +43,12 @@ struct local {
 	struct local_queue *queue;	/* the wait queue (local_wait.c), or NULL */
 	enum fs_kind fs_kind;	/* of the registry directory */
 	int ids_fd;		/* ids/, the identity space (DESIGN.md section 3) */
-	int format;		/* 1 (0.1: staging in tmp/) or REGISTRY_FORMAT */
-	bool nest_made, ids_made;	/* a marker directory was created in nest/,
-					 * ids/ (so that directory needs its fsync) */
+	int idnest_fd;		/* idnest/, its markers of locks below (format 3) */
+	int format;		/* 1 (0.1: staging in tmp/), 2, or REGISTRY_FORMAT */
+	bool nest_made, ids_made, idnest_made;	/* a marker directory was created
+						 * in nest/, ids/, idnest/ (so that
+						 * directory needs its fsync) */
+	bool below_left;	/* a mutation met a format 2 below marker in ids/ */
 };
 
 static inline struct local *loc(const struct registry *reg)
@@ -90,10 +97,38 @@ void stage_name(char out[STAGE_NAME_MAX], const char *prefix);
  * state; reg is not open afterwards. */
 void local_close(struct registry *reg);
 
-/* Upgrades a 0.1 registry (format 1) to REGISTRY_FORMAT in place; the
- * caller holds the coordination lock exclusively. 0 also when another
+/* Upgrades a registry of format 1 (0.1) or 2 to REGISTRY_FORMAT in place;
+ * the caller holds the coordination lock exclusively. 0 also when another
  * wslock has done it meanwhile. */
 int upgrade(struct registry *reg, struct wsl_error *err);
+
+/* Replaces the format stamp tmp by one of REGISTRY_FORMAT, written whole
+ * in the directory staging first, and syncs the registry directory: the
+ * commit point of an upgrade. With exchange (format 1, where tmp is a
+ * directory) the old tmp/ takes the stamp's place in staging. 0 or -1
+ * with err. */
+int stamp_upgrade(struct registry *reg, int staging, bool exchange,
+		  struct wsl_error *err);
+
+/* Opens (or with create makes) the subdirectory name of the registry;
+ * *fd stays -1 when it is missing and create is false. */
+int open_subdir(struct registry *reg, const char *name, bool create,
+		int *fd, struct wsl_error *err);
+
+/* ---- local_upgrade.c: format 2 -> 3 ---- */
+
+/* The format 2 -> 3 upgrade (the caller holds the coordination lock
+ * exclusively and has read format 2): every below marker of a held lock
+ * in ids/ gets its idnest/ twin, the stamp says 3, then the ids/ ones go
+ * (crash steps atop registry_local.c). 0 or -1 with err. */
+int upgrade_v2(struct registry *reg, struct wsl_error *err);
+
+/* Moves every format 2 below marker left in ids/ (ids/IA/KEY.below) to
+ * idnest/IA/KEY: linked there for a held lock and synced, then unlinked
+ * from ids/ (orphans are just unlinked); with remove false only the links
+ * are made. Under the exclusive coordination lock, with idnest/ open. 0 or
+ * -1 with err (what was moved stays moved). */
+int below_sweep(struct registry *reg, bool remove, struct wsl_error *err);
 
 /* ---- local_wait.c: the coordination lock, waiting for a release ---- */
 
@@ -249,9 +284,8 @@ struct marker_ctx {
 	enum marker_step step;
 	struct wsl_error *err;
 	const char *fs;		/* identity space: the filesystem; NULL: by path */
-	int dirfd;		/* nest/ or ids/ */
+	int dirfd;		/* nest/, ids/ or idnest/ (its .marker is linked) */
 	const char *dirname;
-	const char *suffix;	/* after the key in the marker's name */
 };
 
 /* Creates the marker inode dirfd/.marker (empty, 0600) that markers link
@@ -263,8 +297,14 @@ int marker_inode_make(int dirfd);
  * Removing never fails. */
 int marker_apply(const char *ancestor, void *arg);
 
+/* Adds m->key's marker in m->dirfd/akey (the directory made, and kept,
+ * when it is the first there: then the matching *_made flag is set).
+ * marker_apply's MARKER_ADD for a known directory key. 0 or -1 with
+ * m->err. */
+int marker_add_at(struct marker_ctx *m, const char *akey);
+
 /* Adds, syncs or removes (step) the identity markers of the lock key:
- * ids/I/key and ids/IA/key.below for every identity ancestor IA; _at for
+ * ids/I/key and idnest/IA/key for every identity ancestor IA; _at for
  * the identity fs/fspath, identity_markers for owner o's (nothing when it
  * is unknown). Removing never fails. */
 int identity_markers_at(struct registry *reg, const char *key, const char *fs,

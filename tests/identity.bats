@@ -373,14 +373,15 @@ DETECT='mkdir "$1/.held" 2>/dev/null || { echo "$3 overlap" >>"$2"; exit 0; }
 @test "a registry format newer than this binary knows is refused, and nothing changes" {
 	mkws a
 	run -0 --separate-stderr wsl run "$(W a)" -- true
-	[ "$(cat "$WSLOCK_DIR/tmp")" = "wslock registry format 2" ] || fail "stamp: $(cat "$WSLOCK_DIR/tmp")"
+	[ "$(cat "$WSLOCK_DIR/tmp")" = "wslock registry format 3" ] || fail "stamp: $(cat "$WSLOCK_DIR/tmp")"
 	[ "$(stat -c %a "$WSLOCK_DIR/tmp")" = 600 ] || fail "stamp mode $(stat -c %a "$WSLOCK_DIR/tmp")"
-	[ -d "$WSLOCK_DIR/staging" ] && [ -d "$WSLOCK_DIR/ids" ] || fail "no staging/ or ids/"
-	printf 'wslock registry format 3\n' >"$WSLOCK_DIR/tmp"
+	[ -d "$WSLOCK_DIR/staging" ] && [ -d "$WSLOCK_DIR/ids" ] && [ -d "$WSLOCK_DIR/idnest" ] ||
+		fail "no staging/, ids/ or idnest/"
+	printf 'wslock registry format 4\n' >"$WSLOCK_DIR/tmp"
 	before=$(registry_snapshot)
 	run -77 --separate-stderr wsl run "$(W a)" -- echo RAN
 	[[ $output != *RAN* ]] || fail "ran on a newer registry"
-	[[ $stderr == *"format 3"* ]] || fail "does not say why: $stderr"
+	[[ $stderr == *"format 4"* ]] || fail "does not say why: $stderr"
 	run -77 --separate-stderr wsl inspect "$(W a)"
 	assert_same_snapshot "$before" "$(registry_snapshot)"
 }

@@ -46,7 +46,7 @@ needs_old() {
 	assert_same_snapshot "$before" "$(registry_snapshot)"
 	# Its first mutation upgrades the registry once.
 	run -0 --separate-stderr wsl run -n "$(W other)" -- true
-	[ -f "$WSLOCK_DIR/tmp" ] && [ "$(cat "$WSLOCK_DIR/tmp")" = "wslock registry format 2" ] ||
+	[ -f "$WSLOCK_DIR/tmp" ] && [ "$(cat "$WSLOCK_DIR/tmp")" = "wslock registry format 3" ] ||
 		fail "not upgraded: $(ls -la "$WSLOCK_DIR")"
 	[ "$(b2sum <"$WSLOCK_DIR/locks/$key/owner.json")" = "$bytes" ] || fail "the 0.1 lock's bytes changed"
 	run -75 --separate-stderr wsl run -n "$(W held)" -- echo RAN

@@ -123,15 +123,15 @@ lock_key_of() {
 }
 
 # wsl_registry_leftovers REGISTRY: prints "DIR/: ENTRY..." for each of the
-# registry's working directories (locks, nest, staging, ids, queue, and tmp
-# when it is a directory) that is not empty; 1 when one is not. nest/ and
-# ids/ keep .marker (the inode their markers link to) and may keep emptied
-# directories (reclaim collects them).
+# registry's working directories (locks, nest, staging, ids, idnest, queue,
+# and tmp when it is a directory) that is not empty; 1 when one is not.
+# nest/, ids/ and idnest/ keep .marker (the inode their markers link to)
+# and may keep emptied directories (reclaim collects them).
 wsl_registry_leftovers() {
 	local d rc=0 left
-	for d in locks nest staging tmp ids queue; do
+	for d in locks nest staging tmp ids idnest queue; do
 		[ -d "$1/$d" ] && [ ! -L "$1/$d" ] || continue
-		if [ "$d" = ids ] || [ "$d" = nest ]; then
+		if [ "$d" = ids ] || [ "$d" = idnest ] || [ "$d" = nest ]; then
 			left=$(find "$1/$d" -mindepth 1 ! -type d ! -path "$1/$d/.marker" -printf '%P\n')
 		else
 			left=$(ls -A "$1/$d")

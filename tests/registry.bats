@@ -377,7 +377,7 @@ assert_refused() {
 			wait "$i" || rc=$?
 			[ "$rc" = 0 ] || fails=$((fails + 1))
 		done
-		[ "$(cat "$reg/tmp")" = "wslock registry format 2" ] ||
+		[ "$(cat "$reg/tmp")" = "wslock registry format 3" ] ||
 			fail "round $round: the stamp is '$(cat "$reg/tmp")'"
 	done
 	[ "$fails" = 0 ] || fail "$fails of 200 first opens failed: $(sort -u "$BATS_TEST_TMPDIR/err" | head -3)"

@@ -586,9 +586,14 @@ int queue_check(struct registry *reg, const struct owner *o,
 	}
 	queue_slots_free(slots, n);
 	/* Joined only to wait: at a conflict, once the caller prepared a
-	 * wait or said it will wait (reg->queue_early). A queue that cannot
-	 * be joined still lets it wait, unordered. */
-	if ((q->join || reg->queue_early) && q->fd < 0 && conflict->state != LOCK_FREE &&
+	 * wait, or said it will wait (reg->queue_early) and the conflict is
+	 * one that waiting can end (a live or unknown holder, a waiter: a
+	 * dead, retained or corrupt lock is refused, changing nothing). A
+	 * queue that cannot be joined still lets it wait, unordered. */
+	if ((q->join || (reg->queue_early &&
+			 (conflict->queued || (conflict->state == LOCK_HELD &&
+					       conflict->liveness != LIVENESS_DEAD)))) &&
+	    q->fd < 0 && conflict->state != LOCK_FREE &&
 	    queue_join(reg, q, o, max + 1, &jerr) != 0)
 		wsl_error_clear(&jerr);
 	return 0;

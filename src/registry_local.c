@@ -73,7 +73,7 @@
  *  - acquire, after the rename: a complete lock of a process that is now
  *    dead: acquire reports WSLOCK_RECOVERY_REQUIRED until it is recovered.
  *  - release, after the rename out of locks/: the workspace is free; a
- *    release directory in tmp/ and orphan markers remain.
+ *    release directory in tmp/ (removed after .coordination) and orphan markers remain.
  *  - an outer run, while it waits for nested runs (holding nested or
  *    waiting for it): the lock stays; it is live while a nested run's
  *    command keeps live or nested, then dead: recovery required. A nested
@@ -361,7 +361,7 @@ void stage_name(char out[STAGE_NAME_MAX], const char *prefix)
 }
 
 static int unpublish(struct registry *reg, const char *key, const char *workspace,
-		     const struct owner *o, struct wsl_error *err);
+		     const struct owner *o, char *later, struct wsl_error *err);
 
 /* Writes and publishes o; the caller holds the coordination lock and has
  * checked that nothing overlaps. */
@@ -454,7 +454,7 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 		fsx_close(sfd);
 		free(text);
 		fsx_close(lfd);
-		unpublish(reg, key, o->workspace_root, o, err);
+		unpublish(reg, key, o->workspace_root, o, NULL, err);
 		return wsl_error_errno(err, WSL_IO, e, "cannot sync %s/locks", reg->path);
 	}
 	CRASH_POINT("acquire:dir-synced");
@@ -540,9 +540,10 @@ static int remove_known(int stagefd, const char *gone)
 
 /* Removes the lock key of workspace: renamed out of locks/ into tmp/ (the
  * atomic step), then its nest markers and files go. The caller holds
- * LOCK_EX. */
+ * LOCK_EX. With later and o, the directory's name goes there instead:
+ * the caller removes it after .coordination, which the woken waiter needs. */
 static int unpublish(struct registry *reg, const char *key, const char *workspace,
-		     const struct owner *o, struct wsl_error *err)
+		     const struct owner *o, char *later, struct wsl_error *err)
 {
 	char gone[STAGE_NAME_MAX], fs[MOUNTINFO_FS_MAX + 1], fspath[PATH_MAX];
 	struct marker_ctx m;
@@ -562,6 +563,10 @@ static int unpublish(struct registry *reg, const char *key, const char *workspac
 	/* A lock that was read whole (o) is a directory of known files,
 	 * removed by name; anything else there, or a corrupt lock (maybe a
 	 * symlink or a file: unlinked, never followed), by listing it. */
+	if (o != NULL && later != NULL) {
+		memcpy(later, gone, sizeof(gone));
+		return 0;
+	}
 	if (o != NULL && remove_known(loc(reg)->tmp_fd, gone) == 0)
 		return 0;
 	if (fstatat(loc(reg)->tmp_fd, gone, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
@@ -575,7 +580,7 @@ static int local_release(struct registry *reg, const char *workspace,
 			 const char *token, struct owner *released,
 			 struct wsl_error *err)
 {
-	char key[WSL_KEY_HEX + 1];
+	char key[WSL_KEY_HEX + 1], gone[STAGE_NAME_MAX] = "";
 	struct lock_entry e;
 	int rc = -1;
 
@@ -591,7 +596,7 @@ static int local_release(struct registry *reg, const char *workspace,
 	if (lockrules_check_release(workspace, token, &e, err) != 0)
 		goto out;
 	if (unpublish(reg, e.key, e.workspace_root[0] != '\0' ? e.workspace_root : workspace,
-		      e.has_owner ? &e.owner : NULL, err) != 0)
+		      e.has_owner ? &e.owner : NULL, gone, err) != 0)
 		goto out;
 	if (released != NULL)
 		*released = e.owner;
@@ -599,6 +604,8 @@ static int local_release(struct registry *reg, const char *workspace,
 out:
 	lock_entry_free(&e);
 	local_unlock(reg);
+	if (gone[0] != '\0' && remove_known(loc(reg)->tmp_fd, gone) != 0)
+		fsx_remove_dir_files(loc(reg)->tmp_fd, gone);
 	if (rc == 0)
 		queue_poke_stopped(reg);
 	return rc;
@@ -702,7 +709,7 @@ static int local_take_over(struct registry *reg, const char *workspace,
 		ev.prior_raw = e->raw;
 		ev.prior_raw_len = e->raw_len;
 		if (journal_append(loc(reg)->dir_fd, reg->path, &ev, sync_data(reg), err) != 0 ||
-		    unpublish(reg, key, workspace, NULL, err) != 0)
+		    unpublish(reg, key, workspace, NULL, NULL, err) != 0)
 			goto out;
 		CRASH_POINT("takeover:corrupt-removed");
 		rc = next != NULL ? publish(reg, next, live_fd, err) : 0;
@@ -715,7 +722,7 @@ static int local_take_over(struct registry *reg, const char *workspace,
 		goto out;
 	CRASH_POINT("takeover:journaled");
 	if (next == NULL) {
-		rc = unpublish(reg, key, workspace, &e->owner, err);
+		rc = unpublish(reg, key, workspace, &e->owner, NULL, err);
 		goto out;
 	}
 	lfd = fsx_open_dir_checked(loc(reg)->locks_fd, key, dirpath, false, err);

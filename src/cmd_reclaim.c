@@ -426,7 +426,7 @@ static int reclaim_main(struct cli *c, int argc, char **argv)
 	if (registry_open(&reg, &c->reg_cfg, a.yes, &err) != 0)
 		goto fail;
 	have_reg = true;
-	hold_registry_bound(&reg, &a.wait);
+	hold_registry_bound(c, &reg, &a.wait);
 	/* The preview reads without .coordination (section 5); --yes then
 	 * compares-and-swaps each candidate under it. */
 	if (collect(&reg, argc, argv, first, dashdash, &cands, &err) != 0 ||

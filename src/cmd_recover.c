@@ -146,7 +146,7 @@ static int recover_main(struct cli *c, int argc, char **argv)
 			      &err) != 0)
 		goto fail;
 	have_reg = true;
-	hold_registry_bound(&reg, &a.wait);
+	hold_registry_bound(c, &reg, &a.wait);
 	/* Through another path to the same directory (a bind mount): the
 	 * lock is kept under the path it was taken by. */
 	if (registry_locate(&reg, ws, root, &err) != 0)

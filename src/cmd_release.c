@@ -173,7 +173,7 @@ static int release_main(struct cli *c, int argc, char **argv)
 	ws[0] = '\0';
 	if (registry_open_for(&reg, &c->reg_cfg, argv[first], true, true, ws, &err) != 0)
 		return output_error(c, &err);
-	hold_registry_bound(&reg, &a.wait);
+	hold_registry_bound(c, &reg, &a.wait);
 	/* Through another path to the same directory: its lock's path. */
 	if (registry_locate(&reg, ws, ws, &err) != 0 ||
 	    refuse_live(&reg, ws, a.token, a.retain, &o, &err) != 0 ||

@@ -98,7 +98,7 @@ static int run_main(struct cli *c, int argc, char **argv)
 	/* -w/-n bound its reads too (etcd's requests; the local registry
 	 * reads without its coordination lock), and only them: the wait
 	 * below has its own deadline. */
-	hold_registry_bound(&reg, &a.hold.wait);
+	hold_registry_bound(c, &reg, &a.hold.wait);
 	rc = nest_find(&reg, ws, getpid(), &outer, &err);
 	registry_coord_bound(&reg, false, -1);
 	if (rc < 0)

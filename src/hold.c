@@ -74,8 +74,32 @@ int hold_registry_option(struct hold_wait *w, int id, const char *arg,
 	return 1;
 }
 
-void hold_registry_bound(struct registry *reg, const struct hold_wait *w)
+/* registry->coord_notice: one line on stderr about a long wait for the
+ * registry's coordination lock (a terminal's waiting line cleared first:
+ * it is redrawn after). */
+static void coord_notice(const struct registry *reg, long holder, bool stopped)
 {
+	if (isatty(STDERR_FILENO))
+		output_status_clear();
+	if (holder > 0 && stopped)
+		output_notice("waiting for the registry %s: pid %ld holds its lock (.coordination) and is stopped; 'kill -CONT %ld' lets it go on, or -w SECONDS gives up waiting (the workspace itself may be free)",
+			      reg->path, holder, holder);
+	else if (holder > 0)
+		output_notice("waiting for the registry %s: pid %ld has held its lock (.coordination) for 10 s or more (the workspace itself may be free)",
+			      reg->path, holder);
+	else
+		output_notice("waiting for the registry %s: a process this one cannot see (another pid namespace) has held its lock (.coordination) for 10 s or more",
+			      reg->path);
+}
+
+void hold_registry_notice(const struct cli *c, struct registry *reg)
+{
+	reg->coord_notice = c->quiet ? NULL : coord_notice;
+}
+
+void hold_registry_bound(const struct cli *c, struct registry *reg, const struct hold_wait *w)
+{
+	hold_registry_notice(c, reg);
 	if (w->nonblock || w->timeout_ms >= 0)
 		registry_coord_bound(reg, w->nonblock,
 				     w->timeout_ms >= 0 ? platform_mono_ms() + w->timeout_ms : -1);
@@ -158,6 +182,7 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 	/* A signal also ends a wait for the registry itself (a stopped
 	 * holder of .coordination must not make SIGTERM wait for it). */
 	registry_coord_signals(reg, w->sigfd);
+	hold_registry_notice(c, reg);
 	reg->inside = hold_inside;
 	/* A conflict will be waited for: queue at once (local), so that
 	 * the place is that of the first attempt. */

@@ -80,8 +80,14 @@ int hold_option(struct hold_opts *h, int id, const char *arg,
 int hold_registry_option(struct hold_wait *w, int id, const char *arg,
 			 struct wsl_error *err);
 
+/* Unless -q, makes a long wait of reg for its coordination lock say on
+ * stderr who holds it (registry->coord_notice), once a wait: a stopped
+ * holder after REGISTRY_COORD_NOTICE_MS, a running one after 10 s. */
+void hold_registry_notice(const struct cli *c, struct registry *reg);
+
 /* Applies w's -w/-n to reg's waits for its coordination lock, counting
- * -w from now (registry_coord_bound). */
-void hold_registry_bound(struct registry *reg, const struct hold_wait *w);
+ * -w from now (registry_coord_bound), and hold_registry_notice. */
+void hold_registry_bound(const struct cli *c, struct registry *reg,
+			 const struct hold_wait *w);
 
 #endif

@@ -172,6 +172,24 @@ bool pid_stopped(long pid)
 	return p != NULL && p[1] == ' ' && p[2] == 'T';
 }
 
+/* Tells reg->coord_notice, once a wait that began waited_ms ago has
+ * lasted long enough for its holder (registry.h); *told keeps it to once
+ * a wait. */
+static void coord_notice(struct registry *reg, long long waited_ms, bool *told)
+{
+	long holder;
+	bool stopped;
+
+	if (reg->coord_notice == NULL || *told || waited_ms < REGISTRY_COORD_NOTICE_MS)
+		return;
+	holder = coord_holder(loc(reg)->coord_fd);
+	stopped = holder > 0 && pid_stopped(holder);
+	if (!stopped && waited_ms < COORD_WAIT_MIN_MS)
+		return;
+	*told = true;
+	reg->coord_notice(reg, holder, stopped);
+}
+
 static int coord_busy(struct registry *reg, long holder, struct wsl_error *err)
 {
 	if (holder > 0)
@@ -217,11 +235,12 @@ static int coord_pause(struct registry *reg, long wait_us, struct wsl_error *err
  * A bounded wait gives a running holder COORD_WAIT_MIN_MS at least and
  * ends at the bound when the holder is stopped. With a signalfd
  * (registry_coord_signals) no wait blocks in flock(2), so a signal ends
- * it. */
+ * it; with reg->coord_notice neither, so that a long wait is told. */
 static int coord_lock(struct registry *reg, int op,
 		      const struct registry_deadline *dl, struct wsl_error *err)
 {
-	long long first = -1, bound;
+	long long first = -1, bound, look = 0;
+	bool told = false;
 
 	if (loc(reg)->coord_fd < 0) {
 		if (op == LOCK_EX)
@@ -229,7 +248,8 @@ static int coord_lock(struct registry *reg, int op,
 					     "registry %s was opened read-only", reg->path);
 		return 0;
 	}
-	if (dl == NULL && !reg->coord_bounded && !reg->coord_has_sigfd) {
+	if (dl == NULL && !reg->coord_bounded && !reg->coord_has_sigfd &&
+	    reg->coord_notice == NULL) {
 		if (fsx_flock(loc(reg)->coord_fd, op) != 0)
 			return wsl_error_errno(err, WSL_IO, errno,
 					       "cannot lock %s/.coordination", reg->path);
@@ -261,6 +281,11 @@ static int coord_lock(struct registry *reg, int op,
 		now = platform_mono_ms();
 		if (first < 0)
 			first = now;
+		if (!told && now >= look && now - first >= REGISTRY_COORD_NOTICE_MS) {
+			/* /proc/locks four times a second, not at every try */
+			coord_notice(reg, now - first, &told);
+			look = now + 250;
+		}
 		if (now >= bound) {
 			holder = coord_holder(loc(reg)->coord_fd);
 			if ((holder > 0 && pid_stopped(holder)) ||

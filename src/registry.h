@@ -93,7 +93,18 @@ struct registry {
 	 * meets the conflict, so a waiter's place is that of its first
 	 * attempt, not of the one after registry_wait_prepare. */
 	bool queue_early;
+	/* Told once per wait for the registry's own coordination lock (local:
+	 * .coordination) that lasts: after REGISTRY_COORD_NOTICE_MS when its
+	 * holder (pid, from /proc/locks) is stopped, after 10 s when it runs
+	 * or cannot be seen (holder 0). Set by the command layer (hold.c),
+	 * which prints: a person at a terminal otherwise waits silently for
+	 * a process stopped with Ctrl-Z. NULL: nobody is told. */
+	void (*coord_notice)(const struct registry *reg, long holder, bool stopped);
 };
+
+/* How long a wait for a stopped holder of the coordination lock lasts
+ * before reg->coord_notice is told (ms). */
+#define REGISTRY_COORD_NOTICE_MS 1000
 
 /* How long a call may wait for the registry itself (local: its
  * coordination lock, normally held for well under a millisecond): the

@@ -6,12 +6,14 @@
 
 load helpers
 
-# stop_coordinator: a process that holds .coordination exclusively and is
+# stop_coordinator [again]: a process that holds .coordination exclusively and is
 # then stopped (as a wslock suspended with Ctrl-Z inside it would be). Sets
 # COORD_PID.
 stop_coordinator() {
 	mkws .init
-	wsl acquire --pid $$ "$(W .init)" >/dev/null || fail "cannot create the registry"
+	# again: the registry is there, and .init held already
+	[ "${1:-}" = again ] ||
+		wsl acquire --pid $$ "$(W .init)" >/dev/null || fail "cannot create the registry"
 	# -F: flock execs the command itself, so the pid /proc/locks shows is
 	# the one that holds the lock, and ending it ends the lock.
 	flock -F -x "$WSLOCK_DIR/.coordination" sleep 300 </dev/null >/dev/null 2>&1 3>&- &
@@ -136,5 +138,49 @@ bounded() { timeout -k 5 30 "$@"; }
 	done
 	[ ! -e "$T/RAN" ] || fail "the command ran"
 	assert_same_snapshot "$before" "$(registry_snapshot)"
+	teardown_coordinator
+}
+
+@test "a wait for a stopped holder of .coordination says so once, naming the pid and the way on (run, acquire, release; -q silences it)" {
+	mkws a b c
+	acquire_as $$ "$(W a)"
+	tok=$(json_get .token "$OWNER")
+	stop_coordinator
+	T=$BATS_TEST_TMPDIR
+	"$WSLOCK" run "$(W b)" -- touch "$T/RAN" </dev/null >/dev/null 2>"$T/err.run" 3>&- &
+	p_run=$!
+	track_pid $p_run
+	"$WSLOCK" acquire --pid $$ "$(W c)" </dev/null >/dev/null 2>"$T/err.acquire" 3>&- &
+	p_acq=$!
+	track_pid $p_acq
+	"$WSLOCK" release --token "$tok" "$(W a)" </dev/null >/dev/null 2>"$T/err.release" 3>&- &
+	p_rel=$!
+	track_pid $p_rel
+	for cmd in run acquire release; do
+		wait_for "grep -q 'waiting for the registry' '$T/err.$cmd'" 20 ||
+			fail "$cmd: no notice: $(cat "$T/err.$cmd")"
+	done
+	for cmd in run acquire release; do
+		grep -q "pid $COORD_PID holds its lock (.coordination) and is stopped; 'kill -CONT $COORD_PID'.*-w SECONDS" "$T/err.$cmd" ||
+			fail "$cmd: the notice does not name the stopped pid and the way on: $(cat "$T/err.$cmd")"
+	done
+	[ ! -e "$T/RAN" ] || fail "the command ran while the registry was held"
+	kill -CONT "$COORD_PID"
+	teardown_coordinator
+	wait_exit $p_run 20 && [ "$WAIT_STATUS" = 0 ] || fail "run: exit $WAIT_STATUS: $(cat "$T/err.run")"
+	[ -e "$T/RAN" ] || fail "the command did not run"
+	wait_exit $p_rel 20 && [ "$WAIT_STATUS" = 0 ] || fail "release: exit $WAIT_STATUS: $(cat "$T/err.release")"
+	wait_exit $p_acq 20 && [ "$WAIT_STATUS" = 0 ] || fail "acquire: exit $WAIT_STATUS: $(cat "$T/err.acquire")"
+	for cmd in run acquire release; do
+		[ "$(wc -l <"$T/err.$cmd")" -eq 1 ] || fail "$cmd: not one line: $(cat "$T/err.$cmd")"
+	done
+	# A bounded wait longer than the notice's delay: the notice, then the
+	# error; with -q only the error.
+	stop_coordinator again
+	run -75 --separate-stderr bounded "$WSLOCK" run -w 2 "$(W a)" -- echo SHOULD-NOT-RUN
+	[ "${#stderr_lines[@]}" -eq 2 ] && [[ ${stderr_lines[0]} == *"is stopped; 'kill -CONT $COORD_PID'"* ]] &&
+		[[ ${stderr_lines[1]} == *"[WSLOCK_REGISTRY_BUSY]" ]] || fail "not the notice and the error: $stderr"
+	run -75 --separate-stderr bounded "$WSLOCK" -q run -w 2 "$(W a)" -- echo SHOULD-NOT-RUN
+	[ "${#stderr_lines[@]}" -eq 1 ] && [[ $stderr == *"[WSLOCK_REGISTRY_BUSY]" ]] || fail "-q: $stderr"
 	teardown_coordinator
 }

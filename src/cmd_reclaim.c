@@ -404,7 +404,7 @@ static int check_args(struct cli *c, const struct reclaim_args *a, int argc, int
 
 static int reclaim_main(struct cli *c, int argc, char **argv)
 {
-	struct reclaim_args a = { .wait = { false, -1, -1, -1, false, false } };
+	struct reclaim_args a = { .wait = { false, -1, -1, -1, false, false, NULL } };
 	struct candidates cands = { NULL, 0, 0 };
 	struct wsl_error err = { 0 };
 	struct child ch = { 0 };

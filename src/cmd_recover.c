@@ -102,7 +102,7 @@ static int read_expected(const char *name, char **buf, size_t *len,
 
 static int recover_main(struct cli *c, int argc, char **argv)
 {
-	struct recover_args a = { .wait = { false, -1, -1, -1, false, false } };
+	struct recover_args a = { .wait = { false, -1, -1, -1, false, false, NULL } };
 	char ws[PATH_MAX], root[PATH_MAX], why[256], purpose[OWNER_PURPOSE_MAX + 1];
 	struct wsl_error err = { 0 };
 	struct registry_expect x = { 0 };

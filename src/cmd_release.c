@@ -147,7 +147,7 @@ static int retain(struct registry *reg, const char *ws, const struct release_arg
 
 static int release_main(struct cli *c, int argc, char **argv)
 {
-	struct release_args a = { NULL, false, NULL, { false, -1, -1, -1, false, false } };
+	struct release_args a = { NULL, false, NULL, { false, -1, -1, -1, false, false, NULL } };
 	char ws[PATH_MAX];
 	struct wsl_error err = { 0 };
 	struct registry reg;

@@ -59,6 +59,40 @@ static int run_option(int id, const char *arg, void *ctx, struct wsl_error *err)
 	}
 }
 
+enum { RUN_INSIDE_GONE = -1, RUN_INSIDE_ERROR = -2 };
+
+/* Runs the command inside outer's lock, whose holder the caller is inside
+ * by proof, without acquiring again: holding the lock's nested-runs file
+ * shared, so that the outer does not let go meanwhile. Blocks the signals
+ * first unless ch->orig_mask says they are. Returns the exit status,
+ * RUN_INSIDE_GONE when the outer let go meanwhile (take the normal path),
+ * or RUN_INSIDE_ERROR with err. */
+static int run_inside(struct cli *c, struct registry *reg, const struct lock_entry *outer,
+		      const char *ws, struct child *ch, sigset_t *orig, struct wsl_error *err)
+{
+	int nest_fd = -1;
+	int rc = registry_nest_lock(reg, outer->workspace_root, outer->owner.token, LOCK_SH,
+				    &nest_fd, err);
+
+	if (rc < 0)
+		return RUN_INSIDE_ERROR;
+	if (rc != 0)
+		return RUN_INSIDE_GONE;
+	if (c->verbose)
+		output_notice("%s is already held by the enclosing holder of %s",
+			      ws, outer->workspace_root);
+	if (ch->orig_mask == NULL) {
+		ch->sigfd = child_block_signals(orig, err);
+		if (ch->sigfd < 0) {
+			if (nest_fd >= 0)
+				fsx_close(nest_fd);
+			return RUN_INSIDE_ERROR;
+		}
+		ch->orig_mask = orig;
+	}
+	return child_run_nested(c, reg, outer, ws, nest_fd, ch);
+}
+
 static int run_main(struct cli *c, int argc, char **argv)
 {
 	struct run_args a = { .hold.wait = { false, -1, -1, -1, false } };
@@ -70,7 +104,7 @@ static int run_main(struct cli *c, int argc, char **argv)
 	struct registry reg;
 	struct owner o;
 	sigset_t orig;
-	int dashdash, first, status = 0, rc, live_fd = -1, nest_fd = -1;
+	int dashdash, first, status = 0, rc, live_fd = -1;
 
 	c->json_errors = false;
 	dashdash = cli_split_command(argc, argv);
@@ -93,41 +127,34 @@ static int run_main(struct cli *c, int argc, char **argv)
 
 	/* Inside the holder of this workspace or an ancestor, by proof (its
 	 * live descriptor, or descent from its holder; never by a token):
-	 * run the command without acquiring again, holding the lock's
-	 * nested file so that the outer does not let go meanwhile. */
+	 * run the command without acquiring again. Where a read costs a
+	 * request (etcd), hold_acquire looks only when its first attempt
+	 * meets a conflict: an acquire that succeeds proves that no lock
+	 * encloses the caller. */
 	/* -w/-n bound its reads too (etcd's requests; the local registry
 	 * reads without its coordination lock), and only them: the wait
 	 * below has its own deadline. */
-	hold_registry_bound(c, &reg, &a.hold.wait);
-	rc = nest_find(&reg, ws, getpid(), &outer, &err);
-	registry_coord_bound(&reg, false, -1);
-	if (rc < 0)
-		goto fail;
-	if (rc == 1) {
-		rc = registry_nest_lock(&reg, outer.workspace_root, outer.owner.token, LOCK_SH,
-					&nest_fd, &err);
-		if (rc < 0) {
-			lock_entry_free(&outer);
+	if (!registry_nest_on_conflict(&reg)) {
+		hold_registry_bound(c, &reg, &a.hold.wait);
+		rc = nest_find(&reg, ws, getpid(), &outer, &err);
+		registry_coord_bound(&reg, false, -1);
+		if (rc < 0)
 			goto fail;
-		}
-		if (rc == 0) {
-			if (c->verbose)
-				output_notice("%s is already held by the enclosing holder of %s",
-					ws, outer.workspace_root);
-			ch.sigfd = child_block_signals(&orig, &err);
-			if (ch.sigfd < 0) {
-				lock_entry_free(&outer);
-				goto fail;
-			}
-			ch.orig_mask = &orig;
-			status = child_run_nested(c, &reg, &outer, ws, nest_fd, &ch);
+		if (rc == 1) {
+			status = run_inside(c, &reg, &outer, ws, &ch, &orig, &err);
 			lock_entry_free(&outer);
-			registry_close(&reg);
-			return status;
+			if (status == RUN_INSIDE_ERROR)
+				goto fail;
+			if (status != RUN_INSIDE_GONE) {
+				registry_close(&reg);
+				return status;
+			}
+		} else {
+			lock_entry_free(&outer);
 		}
-		/* The outer let go meanwhile: take the normal path. */
+	} else {
+		a.hold.wait.nest_outer = &outer;
 	}
-	lock_entry_free(&outer);
 
 	cli_default_purpose("run:", ch.cmd, purpose);
 	if (owner_build(&o, ws, getpid(), a.hold.purpose ? a.hold.purpose : purpose,
@@ -137,7 +164,16 @@ static int run_main(struct cli *c, int argc, char **argv)
 	if (ch.sigfd < 0)
 		goto fail;
 	ch.orig_mask = &orig;
-	rc = hold_acquire(c, &reg, &o, &a.hold.wait, &live_fd, &err);
+	while ((rc = hold_acquire(c, &reg, &o, &a.hold.wait, &live_fd, &err)) == HOLD_NESTED) {
+		status = run_inside(c, &reg, &outer, ws, &ch, &orig, &err);
+		lock_entry_free(&outer);
+		if (status == RUN_INSIDE_ERROR)
+			goto fail;
+		if (status != RUN_INSIDE_GONE) {
+			registry_close(&reg);
+			return status;
+		}
+	}
 	if (rc > 0) {
 		registry_close(&reg);
 		return 128 + rc;

@@ -175,7 +175,7 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 	/* On a terminal the notice is one status line updated in place;
 	 * elsewhere (logs, CI) it is printed once. */
 	bool tty = !c->quiet && isatty(STDERR_FILENO);
-	bool told = false;
+	bool told = false, nest_checked = w->nest_outer == NULL;
 	int watch = 0, rc;
 	bool watching = false;
 
@@ -216,6 +216,17 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		if (rc == ACQUIRE_DONE || rc < 0) {
 			lock_entry_free(&conflict);
 			break;
+		}
+		if (!nest_checked) {
+			/* Only a conflict can be an enclosing holder; the
+			 * conflict itself may be a waiter queued ahead. */
+			nest_checked = true;
+			rc = nest_find(reg, ws, o->pid, w->nest_outer, err);
+			if (rc != 0) {
+				lock_entry_free(&conflict);
+				rc = rc > 0 ? HOLD_NESTED : -1;
+				break;
+			}
 		}
 		if (w->reclaim_dead &&
 		    lockrules_reclaimable(&conflict, false, why, sizeof(why))) {
@@ -302,7 +313,7 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 			}
 		}
 	}
-	registry_wait_end(reg);	/* local: leaves the queue, if in it */
+	registry_wait_end(reg);	/* leaves the queue, if in it */
 	reg->queue_early = false;
 	registry_coord_signals(reg, -1);
 	if (rc < 0 && err->signo > 0) {

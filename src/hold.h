@@ -21,7 +21,15 @@ struct hold_wait {
 				 * non-retained owners first (journaled) */
 	bool holder_must_live;	/* acquire --pid P: fail, leaving no lock,
 				 * when P exits before the lock is held */
+	struct lock_entry *nest_outer;	/* run, registry_nest_on_conflict:
+					 * at the first conflict, the lock
+					 * enclosing the caller (nest_find)
+					 * goes here and hold_acquire returns
+					 * HOLD_NESTED; NULL: not looked for */
 };
+
+/* hold_acquire: the caller is inside the holder of *w->nest_outer. */
+#define HOLD_NESTED (-2)
 
 /*
  * Acquires o's workspace, waiting as w says: in the backend's FIFO queue
@@ -36,7 +44,8 @@ struct hold_wait {
  * (and leaves no lock) when o's pid exits before the lock is held. -w/-n
  * bound the waits for the registry too (WSLOCK_REGISTRY_BUSY, see
  * registry_coord_bound). Returns 0 when held; -1 with err (WSLOCK_BUSY,
- * WSLOCK_TIMEOUT...); or a signal number > 0 when a signal arrived on
+ * WSLOCK_TIMEOUT...); HOLD_NESTED (see w->nest_outer: nothing is held,
+ * the wait queue is left); or a signal number > 0 when a signal arrived on
  * w->sigfd while waiting.
  */
 int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,

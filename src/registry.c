@@ -370,6 +370,11 @@ void registry_lease_lost(struct wsl_error *err, const char *workspace)
 				 workspace);
 }
 
+bool registry_nest_on_conflict(const struct registry *reg)
+{
+	return reg->ops != NULL && reg->ops->nest_on_conflict;
+}
+
 int registry_nest_lock(struct registry *reg, const char *workspace, const char *token,
 		       int op, int *fd, struct wsl_error *err)
 {

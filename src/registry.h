@@ -299,6 +299,11 @@ int registry_list(struct registry *reg, bool probe,
 		  int (*fn)(const struct lock_entry *e, void *arg), void *arg,
 		  struct wsl_error *err);
 
+/* Whether a run looks for an enclosing lock (nest_find) only after its
+ * first acquire attempt met a conflict, not before it: true where a read
+ * costs a network request (etcd). */
+bool registry_nest_on_conflict(const struct registry *reg);
+
 /* Outcome of registry_nest_lock besides 0 (taken) and -1 (error). */
 enum {
 	NEST_LOCK_BUSY = 1,	/* LOCK_NB: held the other way */

@@ -211,6 +211,10 @@ void queue_left(struct etcd_state *s);
  * progress) and .wait (registry.h). */
 int etcd_wait_prepare(struct registry *reg, struct wsl_error *err);
 int etcd_wait(struct registry *reg, int sigfd, long timeout_ms, struct wsl_error *err);
+/* registry_ops.wait_end: a waiter that did not get the lock (it gave up,
+ * or it nests in the holder's lock) revokes its lease now, and its queue
+ * key goes with it: nobody waits behind it meanwhile. */
+void etcd_wait_end(struct registry *reg);
 
 /* ---- registry_etcd_watch.c: the holder's watch of its own keys ---- */
 

@@ -316,6 +316,21 @@ int etcd_wait_prepare(struct registry *reg, struct wsl_error *err)
 	return 1;
 }
 
+void etcd_wait_end(struct registry *reg)
+{
+	struct etcd_state *s = state(reg);
+	struct wsl_error ignore = { 0 };
+
+	if (!s->queued)
+		return;
+	if (s->lease != 0 && !s->lease_used) {
+		etcd_lease_revoke(s->c, s->lease, &ignore);
+		wsl_error_clear(&ignore);
+		s->lease = 0;
+	}
+	queue_left(s);
+}
+
 static int sig_ready(int sigfd)
 {
 	struct pollfd p = { sigfd, POLLIN, 0 };

@@ -62,15 +62,19 @@ static void lease_bind(struct registry *reg, const struct owner *o)
 	snprintf(s->lease_ws, sizeof(s->lease_ws), "%s", o->workspace_root);
 }
 
-/* Revokes the lease bound to token's lock (it no longer is: released,
- * retained or lost). */
-static void lease_drop(struct etcd_state *s, const char *token)
+/* Forgets the lease bound to token's lock (it no longer is: released,
+ * retained or lost); with revoke, revokes it too. A release needs no
+ * revoke: its transaction deleted the live key, so nothing is bound to the
+ * lease any more, and it is left to expire at the server (TTL +
+ * lock-delay) rather than cost every release a request. */
+static void lease_drop(struct etcd_state *s, const char *token, bool revoke)
 {
 	struct wsl_error ignore = { 0 };
 
 	if (s->lease == 0 || !s->lease_used || strcmp(s->lease_token, token) != 0)
 		return;
-	etcd_lease_revoke(s->c, s->lease, &ignore);
+	if (revoke)
+		etcd_lease_revoke(s->c, s->lease, &ignore);
 	wsl_error_clear(&ignore);
 	s->lease = 0;
 	s->lease_used = false;
@@ -474,7 +478,7 @@ int etcd_release(struct registry *reg, const char *workspace,
 				return -1;
 			wsl_error_clear(err);
 		} else if (ok) {
-			lease_drop(s, token);
+			lease_drop(s, token, false);
 			held_forget(s);
 			return 0;
 		}
@@ -518,7 +522,7 @@ int etcd_release(struct registry *reg, const char *workspace,
 		return wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,
 				     "the lock of %s kept changing; nothing released", workspace);
 	}
-	lease_drop(s, token);
+	lease_drop(s, token, false);
 	/* An acquire's lease, renewed by its keeper elsewhere: its keys are
 	 * gone, and so is the lease, so that the keeper's next renewal (or
 	 * the check a poke asks for) finds it ended. */
@@ -599,7 +603,7 @@ int etcd_retain(struct registry *reg, const char *workspace,
 			      "the lock of %s changed while held; nothing retained", workspace);
 		goto out;
 	}
-	lease_drop(s, token);
+	lease_drop(s, token, true);
 	rc = 0;
 out:
 	lock_entry_free(&e);

@@ -326,6 +326,8 @@ void etcd_close(struct etcd_client *c)
 	}
 	if (c->curl != NULL)
 		curl_easy_cleanup(c->curl);
+	if (c->watch_curl != NULL)
+		curl_easy_cleanup(c->watch_curl);
 	curl_slist_free_all(c->headers);
 	curl_slist_free_all(c->watch_headers);
 	for (i = 0; i < c->n_urls; i++)

@@ -59,6 +59,11 @@ struct etcd_client {
 	bool authenticated;		/* the headers carry a token */
 	bool authenticating;
 	CURL *curl;
+	/* The watches' own handle (made on first use): a watch ends by
+	 * closing its connection, which must not be the one kept alive for
+	 * the next request (a new connection costs etcd's gateway more
+	 * than a request on an open one). */
+	CURL *watch_curl;
 	struct curl_slist *headers;
 	struct curl_slist *watch_headers;
 	char curl_err[CURL_ERROR_SIZE];

@@ -159,6 +159,7 @@ int etcd_wait_changes(struct etcd_client *c, const struct etcd_watch_range *r,
 	long long deadline, left;
 	struct watch w;
 	char *text;
+	CURL *main;
 	CURLcode rc;
 	size_t i, idx;
 
@@ -166,6 +167,8 @@ int etcd_wait_changes(struct etcd_client *c, const struct etcd_watch_range *r,
 	    n == 0)
 		return wsl_error_set(err, WSL_INTERNAL,
 				     "bad etcd watch timeout, revision or keys");
+	if (c->watch_curl == NULL && (c->watch_curl = curl_easy_init()) == NULL)
+		return wsl_error_set(err, WSL_INTERNAL, "cannot create a curl handle");
 	text = watch_body(r, n, after_revision, progress);
 	if (text == NULL)
 		return wsl_error_set(err, WSL_INTERNAL, "out of memory");
@@ -180,10 +183,14 @@ int etcd_wait_changes(struct etcd_client *c, const struct etcd_watch_range *r,
 		}
 		memset(&w, 0, sizeof(w));
 		snprintf(url, sizeof(url), "%s/v3/watch", c->urls[idx]);
+		/* prepare sets up c->curl: the watch handle for this transfer */
+		main = c->curl;
+		c->curl = c->watch_curl;
 		prepare(c, url, c->watch_headers, text, strlen(text), (long)left,
 			left < c->timeout_ms ? (long)left : c->timeout_ms,
 			write_watch, &w);
 		rc = curl_easy_perform(c->curl);
+		c->curl = main;
 		/* the gateway ends a stream with an error object that has no
 		 * newline after it */
 		if (!w.changed && !w.failed && w.buf.len > 0)

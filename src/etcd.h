@@ -264,6 +264,14 @@ int etcd_lease_revoke(struct etcd_client *c, long long lease_id,
 		      struct wsl_error *err);
 
 /*
+ * Asks how long lease_id has left: *left_s its remaining TTL (s; -1 when
+ * it expired or was revoked) and *granted_s the TTL it was granted (0 when
+ * gone). Returns 0, or -1 when etcd could not be asked.
+ */
+int etcd_lease_ttl(struct etcd_client *c, long long lease_id, long long *left_s,
+		   long long *granted_s, struct wsl_error *err);
+
+/*
  * Waits at most timeout_ms (> 0) for a change (put or delete) to the key
  * (range_end NULL) or the keys in [key, range_end) at a revision greater
  * than after_revision (0: changes from now on only, which races with any

@@ -536,6 +536,29 @@ int etcd_lease_keepalive(struct etcd_client *c, long long lease_id,
 	return 0;
 }
 
+int etcd_lease_ttl(struct etcd_client *c, long long lease_id, long long *left_s,
+		   long long *granted_s, struct wsl_error *err)
+{
+	json_t *doc;
+	long long id, ttl, granted, rev;
+
+	*left_s = -1;
+	*granted_s = 0;
+	if (call(c, "/v3/lease/timetolive", lease_request("ID", lease_id), false,
+		 &doc, err) < 0)
+		return -1;
+	if (get_revision(doc, &rev) < 0 || get_int64(doc, "ID", &id) < 0 ||
+	    get_int64(doc, "TTL", &ttl) < 0 || get_int64(doc, "grantedTTL", &granted) < 0 ||
+	    id != lease_id) {
+		json_decref(doc);
+		return malformed(c, "/v3/lease/timetolive", "bad ID or TTL", err);
+	}
+	json_decref(doc);
+	*left_s = ttl < 0 ? -1 : ttl;
+	*granted_s = ttl < 0 ? 0 : granted;
+	return 0;
+}
+
 int etcd_lease_revoke(struct etcd_client *c, long long lease_id,
 		      struct wsl_error *err)
 {

@@ -64,6 +64,9 @@ struct etcd_state {
 	long long queue_lease;
 	struct key queue_key;
 	struct key wait_key;		/* what etcd_wait watches ("": all locks) */
+	struct key ahead_key;		/* the waiter ahead, as last seen */
+	struct key stale_key;		/* a waiter ahead that stopped renewing:
+					 * passed (registry_etcd_queue.c) */
 	bool wait_head;			/* it is the holder's lock key: no
 					 * waiter was ahead when it was read */
 	long long wait_rev;		/* from this revision on */

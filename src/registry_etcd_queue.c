@@ -9,8 +9,12 @@
  * lease it will hold the lock on; `acquire` has one just for waiting). The
  * lease is renewed while it waits, so a wait may last longer than the TTL;
  * a waiter that crashes leaves the queue when its lease runs out (TTL +
- * lock-delay), one that gives up revokes it at once. Queue keys are ordered
- * by their create revision: who came first.
+ * lock-delay), one that gives up revokes it at once. The waiter behind a
+ * crashed one does not wait that long: when the same waiter is still
+ * ahead after a wait slice, it asks how long that waiter's lease has left,
+ * and passes it once it has gone one TTL (half its lease) unrenewed; a
+ * live waiter renews every third of its TTL (queue_stale). Queue keys are
+ * ordered by their create revision: who came first.
  *
  * A workspace conflicts with itself, its ancestors and its descendants, so
  * a waiter waits only for the *conflicting* waiters ahead of it: those whose
@@ -218,6 +222,52 @@ static int ahead_entry(const struct etcd_kv *kv, const char *path, size_t len,
 	return 0;
 }
 
+/* The nearest waiter in kvs[0..n) ahead of ours (create revision below
+ * mine; mine < 0: all of them) whose workspace overlaps ws, passing own
+ * and s->stale_key; NULL when none. Its workspace goes to *path, *len. */
+static const struct etcd_kv *nearest_ahead(const struct etcd_state *s, const struct etcd_kv *kvs,
+					   size_t n, const struct etcd_kv *own, long long mine,
+					   const char *ws, const char **path, size_t *len)
+{
+	const struct etcd_kv *best = NULL;
+	const char *p = NULL;
+	size_t i, plen = 0;
+
+	for (i = 0; i < n; i++) {
+		if (&kvs[i] == own || (mine >= 0 && kvs[i].create_revision >= mine) ||
+		    kvs[i].key_len > sizeof(s->stale_key.b) ||
+		    same_bytes(kvs[i].key, kvs[i].key_len, s->stale_key.b, s->stale_key.len) ||
+		    !queue_path(s, &kvs[i], &p, &plen) ||
+		    !paths_overlap(p, plen, ws) ||
+		    (best != NULL && kvs[i].create_revision <= best->create_revision))
+			continue;
+		best = &kvs[i];
+		*path = p;
+		*len = plen;
+	}
+	return best;
+}
+
+/* Whether the waiter of queue key kv has stopped renewing its lease: the
+ * lease (its TTL + lock-delay, which is one TTL) has gone more than half
+ * its granted TTL, one TTL of the waiter's, without a renewal, where a
+ * live waiter renews every third of its TTL; or it is gone. Passing such
+ * a waiter affects the order only: the lock's own compares still decide
+ * who holds it. A question that fails proves nothing: false. */
+static bool queue_stale(struct etcd_state *s, const struct etcd_kv *kv)
+{
+	struct wsl_error ignore = { 0 };
+	long long left = 0, granted = 0;
+
+	if (kv->lease == 0)
+		return false;
+	if (etcd_lease_ttl(s->c, kv->lease, &left, &granted, &ignore) != 0) {
+		wsl_error_clear(&ignore);
+		return false;
+	}
+	return left < 0 || 2 * left < granted;
+}
+
 int queue_ahead(struct etcd_state *s, const struct owner *o, struct lock_entry *ahead,
 		struct wsl_error *err)
 {
@@ -233,9 +283,10 @@ int queue_ahead(struct etcd_state *s, const struct owner *o, struct lock_entry *
 		return -1;
 	end_len = etcd_prefix_end(k.b, k.len, end);
 	for (tries = 0; tries < 3; tries++) {
-		struct etcd_kv *kvs = NULL, *own = NULL, *best = NULL;
-		const char *path = NULL, *bpath = NULL;
-		size_t n = 0, i, plen = 0, blen = 0;
+		struct etcd_kv *kvs = NULL, *own = NULL;
+		const struct etcd_kv *best;
+		const char *bpath = NULL;
+		size_t n = 0, i, blen = 0;
 		long long rev = 0, mine = -1;
 
 		if (s->queued && s->queue_lease != s->lease &&
@@ -256,20 +307,25 @@ int queue_ahead(struct etcd_state *s, const struct owner *o, struct lock_entry *
 		}
 		if (own != NULL)
 			mine = own->create_revision;
-		for (i = 0; i < n; i++) {
-			if (&kvs[i] == own || (mine >= 0 && kvs[i].create_revision >= mine) ||
-			    !queue_path(s, &kvs[i], &path, &plen) ||
-			    !paths_overlap(path, plen, ws) ||
-			    (best != NULL && kvs[i].create_revision <= best->create_revision))
-				continue;
-			best = &kvs[i];
-			bpath = path;
-			blen = plen;
+		best = nearest_ahead(s, kvs, n, own, mine, ws, &bpath, &blen);
+		/* The same waiter ahead as at the last look, a wait slice
+		 * ago: a waiter killed with -9 keeps its key until its lease
+		 * (TTL + lock-delay) runs out; one that stopped renewing for
+		 * a TTL is passed (so the ones behind it move up within about
+		 * one TTL), and the nearest one behind it is watched. */
+		if (best != NULL &&
+		    same_bytes(best->key, best->key_len, s->ahead_key.b, s->ahead_key.len) &&
+		    queue_stale(s, best)) {
+			memcpy(s->stale_key.b, best->key, best->key_len);
+			s->stale_key.len = best->key_len;
+			best = nearest_ahead(s, kvs, n, own, mine, ws, &bpath, &blen);
 		}
 		s->wait_head = false;
+		s->ahead_key.len = 0;
 		if (best != NULL) {
 			memcpy(s->wait_key.b, best->key, best->key_len);
 			s->wait_key.len = best->key_len;
+			s->ahead_key = s->wait_key;
 			s->wait_rev = rev;
 			if (ahead_entry(best, bpath, blen, ahead, err) != 0) {
 				etcd_kvs_free(kvs, n);

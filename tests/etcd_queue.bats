@@ -103,11 +103,36 @@ order() { tr '\n' ' ' <"$BATS_TEST_TMPDIR/order"; }
 	unhold
 	wait_exit "$PID_w1" 30
 	[ "$WAIT_STATUS" -eq 0 ] || fail "w1: $(cat "$BATS_TEST_TMPDIR/w1.err")"
-	# w2's key goes with its lease (TTL + lock-delay, 4 s): w3 follows
+	# w3 passes w2 once w2's lease has gone one TTL unrenewed
 	wait_exit "$PID_w3" 30
 	[ "$WAIT_STATUS" -eq 0 ] || fail "w3: $(cat "$BATS_TEST_TMPDIR/w3.err")"
 	[ "$(order)" = "w1 w3 " ]
-	[ "$(queued)" -eq 0 ]
+	# and w2's key goes with its lease (TTL + lock-delay, 4 s)
+	wait_for '[ "$(queued)" -eq 0 ]' 20
+}
+
+@test "etcd queue: the waiters behind a SIGKILLed one move up after one TTL, before its key expires" {
+	mkws a
+	local killed
+	hold --lease-ttl 5 "$(W a)"
+	# Waiter leases of TTL 10 + lock-delay 10: w2's key outlives it by
+	# up to 20 s; w3 passes it once w2 has not renewed for one TTL.
+	waiter w1 "$(W a)" --lease-ttl 10
+	waiter w2 "$(W a)" --lease-ttl 10
+	waiter w3 "$(W a)" --lease-ttl 10
+	kill -KILL "$PID_w2"
+	wait_exit "$PID_w2" 10
+	killed=$SECONDS
+	unhold
+	wait_exit "$PID_w1" 30
+	[ "$WAIT_STATUS" -eq 0 ] || fail "w1: $(cat "$BATS_TEST_TMPDIR/w1.err")"
+	wait_exit "$PID_w3" 30
+	[ "$WAIT_STATUS" -eq 0 ] || fail "w3: $(cat "$BATS_TEST_TMPDIR/w3.err")"
+	# w2's queue key is still there (its lease has not run out): w3 did
+	# not wait for it to go
+	[ "$(queued)" -eq 1 ] || fail "w2's key was gone when w3 got the lock ($((SECONDS - killed)) s after the kill)"
+	[ "$(order)" = "w1 w3 " ]
+	wait_for '[ "$(queued)" -eq 0 ]' 30
 }
 
 @test "etcd queue: a waiter that gives up (timeout, signal) leaves the queue at once" {

@@ -43,6 +43,47 @@ static void cross_check_libmount(void)
 	mnt_unref_table(tb);
 }
 
+struct each_ctx {
+	struct libmnt_table *tb;
+	struct libmnt_iter *it;
+	int n, same;
+};
+
+static int each_one(const struct mountinfo_mount *m, void *arg)
+{
+	struct each_ctx *c = arg;
+	struct libmnt_fs *fs = NULL;
+
+	if (mnt_table_next_fs(c->tb, c->it, &fs) != 0)
+		return 1;
+	c->n++;
+	if (m->id == mnt_fs_get_id(fs) && m->parent == mnt_fs_get_parent_id(fs) &&
+	    makedev(m->dev_major, m->dev_minor) == mnt_fs_get_devno(fs) &&
+	    strcmp(m->root, mnt_fs_get_root(fs)) == 0 &&
+	    strcmp(m->target, mnt_fs_get_target(fs)) == 0)
+		c->same++;
+	return 0;
+}
+
+/* The table mountinfo_for_each walks (parsed once) is libmount's, line by
+ * line: ids, parents, devices, roots and mount points. */
+static void cross_check_each(void)
+{
+	struct each_ctx c = { mnt_new_table_from_file("/proc/self/mountinfo"),
+			      mnt_new_iter(MNT_ITER_FORWARD), 0, 0 };
+	struct wsl_error err = { 0 };
+
+	CHECK(c.tb != NULL && c.it != NULL, "libmount reads mountinfo again");
+	if (c.tb == NULL || c.it == NULL)
+		return;
+	mountinfo_reset();
+	CHECK(mountinfo_for_each(each_one, &c, &err) == 0 && c.n > 0 &&
+	      c.n == mnt_table_get_nents(c.tb) && c.same == c.n,
+	      "mountinfo_for_each gives every mount as libmount parses it");
+	mnt_free_iter(c.it);
+	mnt_unref_table(c.tb);
+}
+
 static void parse_lines(void)
 {
 	char root[PATH_MAX], target[PATH_MAX];
@@ -56,6 +97,17 @@ static void parse_lines(void)
 	CHECK(mountinfo_parse_line(l2, strlen(l2), &id, root, target) == 0 && id == 40 &&
 	      strcmp(root, "/a b") == 0 && strcmp(target, "/with space\\x") == 0,
 	      "octal escapes are undone");
+	{
+		struct mountinfo_mount m;
+		CHECK(mountinfo_parse_mount(l1, strlen(l1), &m, root, target) == 0 && m.id == 36 &&
+		      m.parent == 35 && m.dev_major == 98 && m.dev_minor == 0 &&
+		      strcmp(m.root, "/mnt1") == 0 && strcmp(m.target, "/mnt2") == 0,
+		      "parent and device of proc(5)'s example line");
+		CHECK(mountinfo_parse_mount("36 x 98:0 / / rw", 16, &m, root, target) != 0,
+		      "a parent that is not a number refused");
+		CHECK(mountinfo_parse_mount("36 35 98-0 / / rw", 17, &m, root, target) != 0,
+		      "a device without its colon refused");
+	}
 	CHECK(mountinfo_parse_line("", 0, &id, root, target) != 0, "empty line refused");
 	CHECK(mountinfo_parse_line("36 35 98:0", 10, &id, root, target) != 0, "short line refused");
 	CHECK(mountinfo_parse_line("x 35 98:0 / / rw", 16, &id, root, target) != 0,
@@ -98,6 +150,7 @@ int main(void)
 
 	parse_lines();
 	cross_check_libmount();
+	cross_check_each();
 	CHECK(mountinfo_identity("/", fs, path, &err) == 0, "the root directory has an identity");
 	expected_fs("/", want);
 	CHECK(strcmp(fs, want) == 0, "root: the identity is statfs f_fsid, else st_dev");

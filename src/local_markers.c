@@ -10,6 +10,7 @@
  */
 #include "registry_local.h"
 #include "fsx.h"
+#include "wsmounts.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -60,6 +61,9 @@ struct overlap_ctx {
 	const char *self_key;	/* the workspace's own path key: not an overlap */
 	const char *fs;		/* identity space: the workspace's filesystem */
 	const char *fspath;	/* and its path inside it */
+	int relation;		/* -1, else every overlap found is an ancestor
+				 * (1) or a descendant (0): where the directory
+				 * shared through a mount lies (overlaps_mounts) */
 };
 
 /* True when the lock key is the workspace's own or already listed (the
@@ -85,6 +89,8 @@ static int overlap_add(struct overlap_ctx *c, struct lock_entry *e, bool ancesto
 		lock_entry_free(e);
 		return 0;
 	}
+	if (c->relation >= 0)
+		ancestor = c->relation == 1;
 	slot = lock_overlap_push(&c->items, &c->n, &c->cap, ancestor, c->err);
 	if (slot == NULL) {
 		lock_entry_free(e);
@@ -216,6 +222,21 @@ static bool identity_space_used(const struct registry *reg)
 	       st.st_nlink > 1;
 }
 
+/* The locks below c->fs and c->fspath by identity: idnest/I, and format
+ * 2's ids/I/KEY.below (ids/I holds only the at markers of I besides: a
+ * few entries). */
+static int overlap_id_below(struct overlap_ctx *c)
+{
+	char key[WSL_KEY_HEX + 1];
+
+	wspath_identity_key(c->fs, c->fspath, key);
+	if (overlap_marked(c, loc(c->reg)->idnest_fd, "idnest", key, MATCH_ID_BELOW,
+			   c->fspath, false, "") != 0)
+		return -1;
+	return overlap_marked(c, loc(c->reg)->ids_fd, "ids", key, MATCH_ID_BELOW,
+			      c->fspath, false, ID_BELOW);
+}
+
 /* Overlaps in both spaces: ancestors by path and by identity, then
  * descendants by path and by identity. */
 static int overlaps_both(struct overlap_ctx *c, const char *workspace)
@@ -231,14 +252,7 @@ static int overlaps_both(struct overlap_ctx *c, const char *workspace)
 		return -1;
 	if (c->fs == NULL)
 		return 0;
-	/* Below by identity: idnest/I, and format 2's ids/I/KEY.below (ids/I
-	 * holds only the at markers of I besides: a few entries). */
-	wspath_identity_key(c->fs, c->fspath, key);
-	if (overlap_marked(c, loc(c->reg)->idnest_fd, "idnest", key, MATCH_ID_BELOW,
-			   c->fspath, false, "") != 0)
-		return -1;
-	return overlap_marked(c, loc(c->reg)->ids_fd, "ids", key, MATCH_ID_BELOW,
-			      c->fspath, false, ID_BELOW);
+	return overlap_id_below(c);
 }
 
 /* A mutation (the exclusive coordination lock) of a format 3 registry
@@ -259,11 +273,70 @@ static void below_moved(struct registry *reg)
 		wsl_error_clear(&ignored);
 }
 
+/* Overlaps by path through wp, another path of the workspace or of a
+ * directory inside it (wsmounts.h): a lock on an ancestor of it or below
+ * it, and on the path itself when it is a directory inside. */
+static int overlaps_path(struct overlap_ctx *c, const struct wsmounts_path *wp)
+{
+	const char *p = wp->path;
+	char key[WSL_KEY_HEX + 1];
+
+	/* A lock on an alias itself is the workspace's own (identity_self
+	 * finds it). Through an alias, a lock above it is on an ancestor; a
+	 * lock below it, or anywhere around a directory inside, shares a
+	 * directory inside the workspace: a descendant. */
+	crypto_path_key(p, key);
+	c->relation = wp->alias ? 1 : 0;
+	if ((!wp->alias && overlap_ancestor(p, c) != 0) ||
+	    wspath_for_each_ancestor(p, overlap_ancestor, c) != 0)
+		return -1;
+	c->relation = 0;
+	return overlap_marked(c, loc(c->reg)->nest_fd, "nest", key, MATCH_PATH_BELOW, p, false, "");
+}
+
+/* Overlaps by identity at the place pl (wsmounts.h): a lock on it or on an
+ * ancestor of it, and when pl->below one below it. c->fs and c->fspath
+ * name the place meanwhile. */
+static int overlaps_place(struct overlap_ctx *c, const struct wsmounts_place *pl)
+{
+	c->fs = pl->fs;
+	c->fspath = pl->fspath;
+	c->relation = pl->below ? 0 : 1;
+	if (overlap_id_ancestor(pl->fspath, c) != 0 ||
+	    wspath_for_each_fs_ancestor(pl->fspath, overlap_id_ancestor, c) != 0)
+		return -1;
+	return pl->below ? overlap_id_below(c) : 0;
+}
+
+/* Overlaps through the mounts the workspace shares with the rest of this
+ * mount namespace (wsmounts.h): a filesystem mounted below it, the same
+ * directory mounted elsewhere. By identity only when the identity space is
+ * used (ids). */
+static int overlaps_mounts(struct overlap_ctx *c, const char *workspace, bool ids)
+{
+	const char *fs = c->fs, *fspath = c->fspath;
+	struct wsmounts m;
+	size_t i;
+	int rc = 0;
+
+	if (wsmounts_find(workspace, ids, &m, c->err) != 0)
+		return -1;
+	for (i = 0; rc == 0 && i < m.n_paths; i++)
+		rc = overlaps_path(c, &m.paths[i]);
+	for (i = 0; rc == 0 && i < m.n_places; i++)
+		rc = overlaps_place(c, &m.places[i]);
+	c->fs = fs;
+	c->fspath = fspath;
+	c->relation = -1;
+	wsmounts_free(&m);
+	return rc;
+}
+
 int local_overlaps(struct registry *reg, const char *workspace, bool probe,
 		   struct overlap **out, size_t *n, struct wsl_error *err)
 {
 	char self[WSL_KEY_HEX + 1], fs[MOUNTINFO_FS_MAX + 1], fspath[PATH_MAX];
-	struct overlap_ctx c = { reg, probe, NULL, 0, 0, err, self, NULL, NULL };
+	struct overlap_ctx c = { reg, probe, NULL, 0, 0, err, self, NULL, NULL, -1 };
 	struct wsl_error ignored = { 0 };
 
 	*out = NULL;
@@ -274,7 +347,8 @@ int local_overlaps(struct registry *reg, const char *workspace, bool probe,
 		c.fspath = fspath;
 	}
 	wsl_error_clear(&ignored);
-	if (overlaps_both(&c, workspace) != 0) {
+	if (overlaps_both(&c, workspace) != 0 ||
+	    overlaps_mounts(&c, workspace, identity_space_used(reg)) != 0) {
 		lock_overlaps_free(c.items, c.n);
 		return -1;
 	}
@@ -293,7 +367,7 @@ int identity_self(struct registry *reg, const char *workspace, const char *skip_
 		  bool probe, struct lock_entry *e, struct wsl_error *err)
 {
 	char fs[MOUNTINFO_FS_MAX + 1], fspath[PATH_MAX], key[WSL_KEY_HEX + 1];
-	struct overlap_ctx c = { reg, probe, NULL, 0, 0, err, skip_key, fs, fspath };
+	struct overlap_ctx c = { reg, probe, NULL, 0, 0, err, skip_key, fs, fspath, -1 };
 	struct wsl_error ignored = { 0 };
 	size_t i;
 

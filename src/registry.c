@@ -2,6 +2,7 @@
  * workspace resolution, and dispatch to the backend's operations. */
 #include "registry_backend.h"
 #include "wspath.h"
+#include "wsmounts.h"
 #include "fsx.h"
 
 #include <errno.h>
@@ -195,7 +196,7 @@ struct chain_ctx {
 	struct registry *reg;
 	bool probe;
 	struct lock_entry *es;
-	size_t n;
+	size_t n, cap;
 	struct wsl_error *err;
 };
 
@@ -203,30 +204,51 @@ static int chain_one(const char *ws, void *arg)
 {
 	struct chain_ctx *c = arg;
 
+	if (c->n == c->cap) {
+		size_t cap = c->cap == 0 ? 16 : c->cap * 2;
+		struct lock_entry *p = realloc(c->es, cap * sizeof(*p));
+		if (p == NULL)
+			return wsl_error_errno(c->err, WSL_OS, ENOMEM, "out of memory");
+		c->es = p;
+		c->cap = cap;
+	}
 	if (registry_get(c->reg, ws, c->probe, &c->es[c->n], c->err) != 0)
 		return -1;
 	c->n++;
 	return 0;
 }
 
+/* The chain of ws and of each other path of its directory in this mount
+ * namespace (wsmounts.h: a bind mount showing it inside another
+ * workspace, whose holder's command then runs inside it). */
+static int chain_all(struct chain_ctx *c, const char *workspace)
+{
+	struct wsmounts m;
+	size_t i;
+	int rc = 0;
+
+	if (chain_one(workspace, c) != 0 ||
+	    wspath_for_each_ancestor(workspace, chain_one, c) != 0 ||
+	    wsmounts_find(workspace, false, &m, c->err) != 0)
+		return -1;
+	for (i = 0; rc == 0 && i < m.n_paths; i++)
+		if (m.paths[i].alias)
+			rc = chain_one(m.paths[i].path, c) != 0 ||
+			     wspath_for_each_ancestor(m.paths[i].path, chain_one, c) != 0 ? -1 : 0;
+	wsmounts_free(&m);
+	return rc;
+}
+
 int registry_get_chain(struct registry *reg, const char *workspace, bool probe,
 		       struct lock_entry **out, size_t *n, struct wsl_error *err)
 {
-	struct chain_ctx c = { reg, probe, NULL, 0, err };
-	size_t depth = 1;
-	const char *p;
+	struct chain_ctx c = { reg, probe, NULL, 0, 0, err };
 
 	*out = NULL;
 	*n = 0;
 	if (reg->ops->get_chain != NULL)
 		return reg->ops->get_chain(reg, workspace, probe, out, n, err);
-	for (p = workspace; *p != '\0'; p++)
-		depth += *p == '/';
-	c.es = calloc(depth, sizeof(*c.es));
-	if (c.es == NULL)
-		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
-	if (chain_one(workspace, &c) != 0 ||
-	    wspath_for_each_ancestor(workspace, chain_one, &c) != 0) {
+	if (chain_all(&c, workspace) != 0) {
 		while (c.n > 0)
 			lock_entry_free(&c.es[--c.n]);
 		free(c.es);

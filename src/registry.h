@@ -225,8 +225,11 @@ int registry_get(struct registry *reg, const char *workspace, bool probe,
  * The locks of workspace and of each proper ancestor ("/" excluded),
  * nearest first, as registry_get reads them (probe likewise), into
  * *out[0..*n) (lock_entry_free each, then free the array); in one read
- * where the backend can (etcd: one transaction), else one get each.
- * Returns 0, or -1 with err as registry_get.
+ * where the backend can (etcd: one transaction), else one get each; the
+ * local backend also reads the chain of every other path of workspace's
+ * directory in this mount namespace (wsmounts.h: a bind mount that shows it
+ * inside another workspace). Returns 0, or -1 with err as registry_get
+ * (WSL_OS when the mount table cannot be read).
  */
 int registry_get_chain(struct registry *reg, const char *workspace, bool probe,
 		       struct lock_entry **out, size_t *n, struct wsl_error *err);
@@ -247,7 +250,10 @@ int registry_locate(struct registry *reg, const char *ws, char root[PATH_MAX],
 /*
  * Every lock on a proper ancestor of workspace (nearest first) or below it
  * (through the nest markers of workspace: O(depth + locks below), never
- * O(all locks)). *out is a new array of *n entries; free with
+ * O(all locks)); the local backend also every lock that overlaps it
+ * through a mount of this namespace (wsmounts.h: a filesystem mounted
+ * below it, its directory mounted inside another workspace), by path and
+ * by identity, O(mounts that matter x depth). *out is a new array of *n entries; free with
  * lock_overlaps_free. Markers whose lock is gone are skipped.
  */
 int registry_overlaps(struct registry *reg, const char *workspace, bool probe,

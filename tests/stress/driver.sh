@@ -26,7 +26,11 @@
 # root with CAP_SYS_ADMIN), the tree is also bind-mounted at a second path
 # in a private mount namespace and each operation names its workspace by
 # either path at random: the same directory through two spellings must be
-# one lock (DESIGN.md section 3). The logs name the real path.
+# one lock (DESIGN.md section 3). The logs name the real path. A directory
+# outside the tree is also mounted below it, at t/b/m (and at the alias's
+# b/m): an operation on t/b/m names it by its own path half of the time,
+# and locks on t, t/b and t/b/m must exclude it (a filesystem mounted below
+# a workspace belongs to it).
 #
 # With STRESS_PIDNS=1 (the default where 'unshare -fp --mount-proc' works:
 # root with CAP_SYS_ADMIN), every fourth contender runs in its own new pid
@@ -93,6 +97,7 @@ wsl_clean_env
 
 S=$(mktemp -d "${TMPDIR:-/tmp}/wslock-stress.XXXXXX")
 cleanup() {
+	[ -n "${MSRC:-}" ] && umount "$TREE/b/m" 2>/dev/null && umount "$ALIAS/b/m" 2>/dev/null
 	[ -n "${ALIAS:-}" ] && umount "$ALIAS" 2>/dev/null
 	[ "${STRESS_KEEP:-0}" = 1 ] && { echo "stress: kept $S" >&2; return; }
 	rm -rf "$S"
@@ -107,12 +112,15 @@ ${CC:-cc} -O2 -o "$STAMP" "$HERE/stamp.c" || { echo "stress: cannot build stamp"
 
 export WSLOCK_DIR=$S/reg
 mkdir -p "$S/logs"
-for d in t t/a t/a/x t/a/x/deep t/a/y t/b t/b/x t/c; do mkdir -p "$S/ws/$d"; done
+for d in t t/a t/a/x t/a/x/deep t/a/y t/b t/b/x t/b/m t/c m; do mkdir -p "$S/ws/$d"; done
 TREE=$(realpath "$S/ws/t")
-ALIAS=
+ALIAS= MSRC=
 if [ -n "${STRESS_IN_MOUNT_NS:-}" ]; then
 	mkdir -p "$S/alias" && mount --bind "$TREE" "$S/alias" && ALIAS=$(realpath "$S/alias") ||
 		{ echo "stress: cannot bind-mount the alias" >&2; exit 2; }
+	mount --bind "$S/ws/m" "$TREE/b/m" && mount --bind "$S/ws/m" "$ALIAS/b/m" &&
+		MSRC=$(realpath "$S/ws/m") ||
+		{ echo "stress: cannot mount a directory below the tree" >&2; exit 2; }
 fi
 # Pid (and UTS) namespaces for a share of the contenders.
 PIDNS=
@@ -124,14 +132,17 @@ if [ "${STRESS_PIDNS:-1}" = 1 ]; then
 	fi
 fi
 # What a contender started in new namespaces needs (--contender).
-export S W STAMP TREE ALIAS
+export S W STAMP TREE ALIAS MSRC
 export STRESS_SEED=$SEED
 fi
 WSS=("$TREE" "$TREE/a" "$TREE/a/x" "$TREE/a/x/deep" "$TREE/a/y" "$TREE/b" "$TREE/b/x" "$TREE/c")
+[ -n "$MSRC" ] && WSS+=("$TREE/b/m")
 # spelled WS: WS (real) or, half of the time, the same directory through
-# the alias.
+# the alias; t/b/m half of the time by the path of what is mounted there.
 spelled() {
-	if [ -n "$ALIAS" ] && ((RANDOM % 2)); then
+	if [ -n "$MSRC" ] && [[ $1 == "$TREE/b/m" || $1 == "$TREE/b/m"/* ]] && ((RANDOM % 2)); then
+		printf '%s\n' "$MSRC${1#"$TREE/b/m"}"
+	elif [ -n "$ALIAS" ] && ((RANDOM % 2)); then
 		printf '%s\n' "$ALIAS${1#"$TREE"}"
 	else
 		printf '%s\n' "$1"
@@ -139,7 +150,9 @@ spelled() {
 }
 # real WS: the real path of a workspace named either way.
 real() {
-	if [ -n "$ALIAS" ] && [[ $1 == "$ALIAS" || $1 == "$ALIAS"/* ]]; then
+	if [ -n "$MSRC" ] && [[ $1 == "$MSRC" || $1 == "$MSRC"/* ]]; then
+		printf '%s\n' "$TREE/b/m${1#"$MSRC"}"
+	elif [ -n "$ALIAS" ] && [[ $1 == "$ALIAS" || $1 == "$ALIAS"/* ]]; then
 		printf '%s\n' "$TREE${1#"$ALIAS"}"
 	else
 		printf '%s\n' "$1"
@@ -307,7 +320,7 @@ fi
 # C % 8 == 7, in a new UTS namespace as host stress-uts-C too. unshare
 # --kill-child: a deadline that kills unshare kills the namespace with it.
 nspid=0 nsuts=0
-echo "stress: $N contenders x $ITER operations on ${#WSS[@]} workspaces (seed $SEED, hold ${HOLD_MS}ms, -w $WAIT${ALIAS:+, each also through a bind-mount alias}${PIDNS:+, every 4th in its own pid namespace, every 8th also under another hostname})"
+echo "stress: $N contenders x $ITER operations on ${#WSS[@]} workspaces (seed $SEED, hold ${HOLD_MS}ms, -w $WAIT${ALIAS:+, each also through a bind-mount alias}${MSRC:+, one mounted below the tree}${PIDNS:+, every 4th in its own pid namespace, every 8th also under another hostname})"
 start=$(date +%s)
 pids=()
 for ((c = 0; c < N; c++)); do

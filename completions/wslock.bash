@@ -18,13 +18,13 @@ _wslock_opts()
 	case $1 in
 	acquire)
 		o='-w --timeout -n --nonblock -E --conflict-exit-code --pid
-		   --operation-id --purpose --reclaim-dead' ;;
+		   --operation-id --purpose --reclaim-dead --shared' ;;
 	release)
 		o='--token -w --timeout -n --nonblock --retain --reason' ;;
 	run)
 		o='-w --timeout -n --nonblock -E --conflict-exit-code
 		   --operation-id --purpose --print-owner --retain-on-failure
-		   --reclaim-dead --kill-after' ;;
+		   --reclaim-dead --shared --kill-after' ;;
 	inspect)
 		o='--owner --all --format --operation-id --journal --registry --exit-status' ;;
 	recover)

@@ -101,6 +101,7 @@ complete -c wslock -n $wait -s E -l conflict-exit-code -x -a '0 1 75' -d 'Exit s
 complete -c wslock -n $wait -l operation-id -x -d 'Operation id to record'
 complete -c wslock -n $wait -l purpose -x -d 'Why the lock is held'
 complete -c wslock -n $wait -l reclaim-dead -d 'First reclaim a provably dead owner'
+complete -c wslock -n $wait -l shared -d 'Take a shared lock (many readers, no writer)'
 complete -c wslock -n '__wslock_using acquire' -l pid -x -a '(__fish_complete_pids)' -d 'The holder process'
 
 # release.

@@ -133,7 +133,13 @@ enum {
 	OPT_JOURNAL,
 	OPT_REGISTRY,
 	OPT_EXIT_STATUS,
+	OPT_SHARED,
 };
+
+/* --shared, for acquire and run. */
+#define CLI_SHARED_OPTION \
+	{ "shared", OPT_SHARED, no_argument, NULL, \
+	  "take a shared lock: many shared holders at once, none beside an exclusive one" }
 
 /* -w, -n, -E, --operation-id, --purpose as cli_option rows. */
 #define CLI_WAIT_OPTIONS \

@@ -21,12 +21,14 @@ static const struct cli_option acquire_options[] = {
 	  "the holder's pid (default: wslock's parent; in scripts use --pid $$)" },
 	{ "reclaim-dead", OPT_RECLAIM_DEAD, no_argument, NULL,
 	  "first take over a lock whose owner is provably dead (journaled)" },
+	CLI_SHARED_OPTION,
 	CLI_OPT_END
 };
 
 struct acquire_args {
 	struct hold_opts hold;
 	long pid;
+	bool shared;
 };
 
 static int acquire_option(int id, const char *arg, void *ctx, struct wsl_error *err)
@@ -38,6 +40,10 @@ static int acquire_option(int id, const char *arg, void *ctx, struct wsl_error *
 		return rc < 0 ? -1 : 0;
 	if (id == OPT_RECLAIM_DEAD) {
 		a->hold.wait.reclaim_dead = true;
+		return 0;
+	}
+	if (id == OPT_SHARED) {
+		a->shared = true;
 		return 0;
 	}
 	if (id == OPT_PID) {
@@ -133,6 +139,7 @@ static int acquire_main(struct cli *c, int argc, char **argv)
 	if (a.pid == 1)
 		return output_usage(c, "acquire's parent is pid 1 (an entrypoint or init), which every process descends from; name the holder with --pid");
 	a.hold.wait.holder_must_live = true;
+	c->reg_cfg.shared = a.shared;
 	if (registry_open_for(&reg, &c->reg_cfg, argv[first], false, true, ws, &err) != 0)
 		return output_error(c, &err);
 	if (owner_build(&o, ws, (pid_t)a.pid,

@@ -186,6 +186,12 @@ static int keep_one(const struct lock_entry *e, void *arg)
 {
 	struct text_list *t = arg;
 
+	/* A shared lock: one row per holder. */
+	for (size_t i = 0; i < e->n_holders; i++)
+		if (keep_one(&e->holders[i], arg) != 0)
+			return -1;
+	if (e->holders != NULL)
+		return 0;
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 16;
 		struct lock_entry *p = realloc(t->items, cap * sizeof(*p));
@@ -302,21 +308,24 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 		return 0;
 	}
 	if (text) {
-		struct output_row *rows = calloc(n + 1, sizeof(*rows));
+		size_t nh = e.n_holders > 0 ? e.n_holders : 1;
+		struct output_row *rows = calloc(n + nh, sizeof(*rows));
 		char (*labels)[PATH_MAX + 32] = calloc(n + 1, sizeof(*labels));
 		int rc = -1;
 
 		if (rows != NULL && labels != NULL) {
-			rows[0].e = &e;
+			/* A shared lock: a row for each holder. */
+			for (i = 0; i < nh; i++)
+				rows[i].e = e.n_holders > 0 ? &e.holders[i] : &e;
 			for (i = 0; i < n; i++) {
 				snprintf(labels[i], sizeof(labels[i]), "  %s %s",
 					 ov[i].ancestor ? "ancestor" : "descendant",
 					 ov[i].entry.workspace_root[0] ?
 					 ov[i].entry.workspace_root : ov[i].entry.key);
-				rows[i + 1].e = &ov[i].entry;
-				rows[i + 1].label = labels[i];
+				rows[i + nh].e = &ov[i].entry;
+				rows[i + nh].label = labels[i];
 			}
-			rc = output_table(c, rows, n + 1);
+			rc = output_table(c, rows, n + nh);
 		} else {
 			wsl_error_set(err, WSL_OS, "out of memory");
 		}

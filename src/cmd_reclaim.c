@@ -68,6 +68,12 @@ static int keep(const struct lock_entry *e, void *arg)
 	struct candidates *c = arg;
 	struct lock_entry *slot;
 
+	/* A shared lock: each holder is a candidate of its own. */
+	for (size_t i = 0; i < e->n_holders; i++)
+		if (keep(&e->holders[i], arg) != 0)
+			return -1;
+	if (e->holders != NULL)
+		return 0;
 	if (c->n == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 16;
 		struct lock_entry *p = realloc(c->items, cap * sizeof(*p));

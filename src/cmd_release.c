@@ -73,6 +73,7 @@ static int release_option(int id, const char *arg, void *ctx, struct wsl_error *
 static int refuse_live(struct registry *reg, const char *ws, const char *token,
 		       bool retain, struct owner *seen, struct wsl_error *err)
 {
+	const struct lock_entry *h;
 	struct lock_entry e;
 	int rc = 0;
 
@@ -80,15 +81,17 @@ static int refuse_live(struct registry *reg, const char *ws, const char *token,
 		return -1;
 	/* The owner that a retain under the coordination lock will find
 	 * again by its token (never edited while held). */
-	if (e.has_owner && strcmp(e.owner.token, token) == 0)
-		*seen = e.owner;
+	/* A shared lock: token's own holder (lock_entry_by_token). */
+	h = lock_entry_by_token(&e, token);
+	if (h != NULL)
+		*seen = h->owner;
 	if (retain && e.state == LOCK_FREE)
 		rc = wsl_error_set(err, WSL_NOT_HELD, "%s is not locked; nothing retained", ws);
-	else if (e.has_owner && e.live_held && strcmp(e.owner.token, token) == 0) {
-		lockrules_error_holder(err, &e);
+	else if (h != NULL && h->live_held) {
+		lockrules_error_holder(err, h);
 		rc = wsl_error_set(err, WSL_OWNER_LIVE,
 				   "%s is held by a running wslock run (pid %ld) or its command (%s); it %s itself when the command ends; nothing %s",
-				   ws, (long)e.owner.pid, e.reason,
+				   ws, (long)h->owner.pid, h->reason,
 				   retain ? "releases or retains" : "releases",
 				   retain ? "retained" : "released");
 	}

@@ -23,6 +23,7 @@ static const struct cli_option run_options[] = {
 	  "if COMMAND fails, keep the lock, retained, until 'wslock recover'" },
 	{ "reclaim-dead", OPT_RECLAIM_DEAD, no_argument, NULL,
 	  "first take over a lock whose owner is provably dead (journaled)" },
+	CLI_SHARED_OPTION,
 	CLI_KILL_AFTER_OPTION,
 	CLI_OPT_END
 };
@@ -31,6 +32,7 @@ struct run_args {
 	struct hold_opts hold;
 	bool print_owner;
 	bool retain;
+	bool shared;
 	long kill_after_ms;
 };
 
@@ -51,6 +53,9 @@ static int run_option(int id, const char *arg, void *ctx, struct wsl_error *err)
 	case OPT_RECLAIM_DEAD:
 		a->hold.wait.reclaim_dead = true;
 		return 0;
+	case OPT_SHARED:
+		a->shared = true;
+		return 0;
 	case OPT_KILL_AFTER:
 		a->kill_after_ms = cli_opt_seconds("--kill-after", arg, err);
 		return a->kill_after_ms < 0 ? -1 : 0;
@@ -70,10 +75,19 @@ enum { RUN_INSIDE_GONE = -1, RUN_INSIDE_ERROR = -2 };
 static int run_inside(struct cli *c, struct registry *reg, const struct lock_entry *outer,
 		      const char *ws, struct child *ch, sigset_t *orig, struct wsl_error *err)
 {
-	int nest_fd = -1;
-	int rc = registry_nest_lock(reg, outer->workspace_root, outer->owner.token, LOCK_SH,
-				    &nest_fd, err);
+	int nest_fd = -1, rc;
 
+	if (outer->shared && !reg->acquire_shared) {
+		/* A writer inside a reader: the reader (its own parent) would
+		 * have to leave first, and it waits for this run. */
+		wsl_error_detail(&err->workspace_root, outer->workspace_root);
+		wsl_error_set(err, WSL_BUSY,
+			      "%s: an exclusive run inside a shared holder of %s (pid %ld) would wait for itself; nested runs under a shared lock need --shared",
+			      ws, outer->workspace_root, (long)outer->owner.pid);
+		return RUN_INSIDE_ERROR;
+	}
+	rc = registry_nest_lock(reg, outer->workspace_root, outer->owner.token, LOCK_SH,
+				&nest_fd, err);
 	if (rc < 0)
 		return RUN_INSIDE_ERROR;
 	if (rc != 0)
@@ -121,6 +135,7 @@ static int run_main(struct cli *c, int argc, char **argv)
 		return output_usage(c, "run needs a COMMAND after --");
 	ch.retain_on_failure = a.retain;
 	ch.kill_after_ms = a.kill_after_ms;
+	c->reg_cfg.shared = a.shared;
 
 	if (registry_open_for(&reg, &c->reg_cfg, argv[first], false, true, ws, &err) != 0)
 		return output_error(c, &err);
@@ -215,5 +230,7 @@ const struct cli_command cmd_run = {
 	"The outer waits for runs nested under it before it releases. stdout is\n"
 	"COMMAND's alone. SIGINT and SIGQUIT go to COMMAND from the terminal;\n"
 	"SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are forwarded to it. If wslock is\n"
-	"killed, the lock stays live until COMMAND ends, then needs recovery.\n",
+	"killed, the lock stays live until COMMAND ends, then needs recovery.\n"
+	"--shared: many shared runs at once, never beside an exclusive one; a\n"
+	"writer that waits is served before readers that come after it.\n",
 };

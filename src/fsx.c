@@ -319,7 +319,7 @@ int fsx_fsync_dir(int dirfd)
 	return fsx_fsync(dirfd);
 }
 
-int fsx_remove_dir_files(int dirfd, const char *name)
+static int remove_tree(int dirfd, const char *name, int depth)
 {
 	struct dirent *de;
 	DIR *dir;
@@ -336,11 +336,18 @@ int fsx_remove_dir_files(int dirfd, const char *name)
 	while ((de = readdir(dir)) != NULL) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		if (unlinkat(fd, de->d_name, 0) != 0 && errno != ENOENT)
+		if (unlinkat(fd, de->d_name, 0) == 0 || errno == ENOENT)
+			continue;
+		if (errno != EISDIR || depth <= 0 || remove_tree(fd, de->d_name, depth - 1) != 0)
 			rc = -1;
 	}
 	closedir(dir);
 	if (unlinkat(dirfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
 		rc = -1;
 	return rc;
+}
+
+int fsx_remove_dir_files(int dirfd, const char *name)
+{
+	return remove_tree(dirfd, name, 3);
 }

@@ -92,8 +92,10 @@ int fsx_write_new_file(int dirfd, const char *name, const void *data,
  * created or renamed in it survive a crash. */
 int fsx_fsync_dir(int dirfd);
 
-/* Removes the directory name below dirfd together with the regular files
- * directly inside it (the registry never nests deeper). Missing: 0. */
+/* Removes the directory name below dirfd together with what is inside it:
+ * files, and directories down to 3 levels below it (a shared lock keeps
+ * holders/H/ in its lock directory), never following a symlink (one is
+ * unlinked). Missing: 0. */
 int fsx_remove_dir_files(int dirfd, const char *name);
 
 #endif

@@ -24,9 +24,10 @@
 /* An entry's bytes at most: the fields and two paths. */
 #define QUEUE_ENTRY_MAX (2 * PATH_MAX + WSL_PIDNS_MAX + MOUNTINFO_FS_MAX + 160)
 
-/* What an entry asks for. Issue 15 adds a shared mode: two shared entries
- * will not conflict. */
-enum queue_mode { QUEUE_EXCLUSIVE };
+/* What an entry asks for: two shared entries do not conflict. A binary
+ * that knows only "exclusive" passes a shared entry over (never trusted,
+ * never removed): the queue only orders, safety rests on locks/. */
+enum queue_mode { QUEUE_EXCLUSIVE, QUEUE_SHARED };
 
 /* One live entry as read from queue/. */
 struct queue_entry {
@@ -129,9 +130,12 @@ static bool queue_parse(const char *buf, size_t len, struct queue_entry *e)
 	    !queue_field(buf, len, &at, e->fspath, sizeof(e->fspath)) ||
 	    !queue_field(buf, len, &at, e->workspace, sizeof(e->workspace)))
 		return false;
-	if (strcmp(mode, "exclusive") != 0)
-		return false;	/* a mode this binary does not know: see issue 15 */
-	e->mode = QUEUE_EXCLUSIVE;
+	if (strcmp(mode, "exclusive") == 0)
+		e->mode = QUEUE_EXCLUSIVE;
+	else if (strcmp(mode, "shared") == 0)
+		e->mode = QUEUE_SHARED;
+	else
+		return false;	/* a mode this binary does not know */
 	errno = 0;
 	e->pid = strtol(pid, &end, 10);
 	return errno == 0 && *end == '\0' && e->pid > 0 && e->workspace[0] == '/';
@@ -268,7 +272,8 @@ static bool queue_overlap(const char *ws_a, const char *fs_a, const char *fsp_a,
 
 static bool queue_conflict(const struct queue_entry *a, const struct queue_entry *b)
 {
-	/* Issue 15: two shared entries will not conflict. */
+	if (a->mode == QUEUE_SHARED && b->mode == QUEUE_SHARED)
+		return false;
 	return queue_overlap(a->workspace, a->fs, a->fspath, b->workspace, b->fs, b->fspath);
 }
 
@@ -369,10 +374,11 @@ static bool queue_chain_inside(struct registry *reg, struct local_queue *q,
 
 /* Our own side of the conflict test, as an entry; with full, also what
  * only our own entry needs (pid namespace, arrival time). */
-static void queue_self(const struct owner *o, struct queue_entry *me, bool full)
+static void queue_self(const struct registry *reg, const struct owner *o,
+		       struct queue_entry *me, bool full)
 {
 	memset(me, 0, sizeof(*me));
-	me->mode = QUEUE_EXCLUSIVE;
+	me->mode = reg->acquire_shared ? QUEUE_SHARED : QUEUE_EXCLUSIVE;
 	me->pid = (long)getpid();
 	snprintf(me->workspace, sizeof(me->workspace), "%s", o->workspace_root);
 	if (!owner_identity(o, o->workspace_root, me->fs, me->fspath))
@@ -411,10 +417,12 @@ static int queue_join(struct registry *reg, struct local_queue *q,
 				"cannot lock %s/%s/%s", reg->path, QUEUE_DIR, name);
 		goto fail;
 	}
-	queue_self(o, &me, true);
+	queue_self(reg, o, &me, true);
 	snprintf(pid, sizeof(pid), "%ld", me.pid);
 	{
-		const char *fields[] = { QUEUE_MAGIC, "exclusive", pid, me.pidns, me.since,
+		const char *fields[] = { QUEUE_MAGIC,
+					 me.mode == QUEUE_SHARED ? "shared" : "exclusive",
+					 pid, me.pidns, me.since,
 					 me.fs, me.fspath, me.workspace };
 		for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
 			size_t l = strlen(fields[i]) + 1;
@@ -475,6 +483,7 @@ static void queue_target_lock(struct local_queue *q, const struct lock_entry *c)
 		return;
 	q->target = TARGET_LOCK;
 	snprintf(q->t_key, sizeof(q->t_key), "%s", c->key);
+	snprintf(q->t_holder_dir, sizeof(q->t_holder_dir), "%s", c->holder);
 	q->t_live = c->live_held;
 	q->t_live_ino = c->live_ino;
 	q->t_nested = c->nested_held;
@@ -541,7 +550,7 @@ int queue_check(struct registry *reg, const struct owner *o,
 	if (queue_open_dir(reg, q, false, err) != 0 ||
 	    queue_slots(reg, q, &slots, &n, &max, err) != 0)
 		return -1;
-	queue_self(o, &me, false);
+	queue_self(reg, o, &me, false);
 	/* The nearest live, running waiter ahead whose workspace conflicts
 	 * (every entry is ahead of one not queued yet). */
 	for (i = n; i-- > 0 && !found;) {

@@ -410,6 +410,15 @@ static int target_changed(struct registry *reg, struct local_queue *q)
 	if (q->target != TARGET_LOCK)
 		return 1;
 	fd = fsx_openat(loc(reg)->locks_fd, q->t_key, O_RDONLY | O_DIRECTORY, 0);
+	if (fd >= 0 && q->t_holder_dir[0] != '\0') {
+		/* A shared lock's holder (local_shared.c). */
+		char sub[WSL_KEY_HEX + 16];
+		int lfd = fd;
+
+		snprintf(sub, sizeof(sub), "holders/%s", q->t_holder_dir);
+		fd = fsx_openat(lfd, sub, O_RDONLY | O_DIRECTORY, 0);
+		fsx_close(lfd);
+	}
 	if (fd < 0)
 		return 1;
 	/* A fresh live file: another lock at that key now (released and
@@ -426,9 +435,11 @@ static int target_changed(struct registry *reg, struct local_queue *q)
 }
 
 /* Reads the pending events of fd: 1 when one says the lock slept on left
- * locks/ (the watch locks_wd, the entry named key) or events were lost,
- * else 0 (a close: target_changed decides). */
-static int release_seen(int fd, int locks_wd, const char *key)
+ * locks/ (the watch locks_wd, the entry named key), or its holder left a
+ * shared lock's holders/ (holders_wd, the entry holder), or events were
+ * lost, else 0 (a close: target_changed decides). */
+static int release_seen(int fd, int locks_wd, const char *key, int holders_wd,
+			const char *holder)
 {
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
 	ssize_t len;
@@ -439,7 +450,9 @@ static int release_seen(int fd, int locks_wd, const char *key)
 			const struct inotify_event *ev = (const struct inotify_event *)p;
 			if ((ev->mask & IN_Q_OVERFLOW) ||
 			    (locks_wd >= 0 && ev->wd == locks_wd && ev->len > 0 &&
-			     strcmp(ev->name, key) == 0))
+			     strcmp(ev->name, key) == 0) ||
+			    (holders_wd >= 0 && ev->wd == holders_wd && ev->len > 0 &&
+			     strcmp(ev->name, holder) == 0))
 				seen = 1;
 			p += sizeof(*ev) + ev->len;
 		}
@@ -458,7 +471,7 @@ static void drain(int fd)
 /* The watches of one wait: inotify wds, the holder's pidfd, and whether
  * some could not be made (then it also looks once a second). */
 struct wait_set {
-	int wds[3];
+	int wds[4];
 	int pidfd;
 	bool slow;
 };
@@ -468,6 +481,7 @@ struct wait_set {
  * lack of watches or pidfds makes the wait slow, never blind. */
 static int wait_arm(struct registry *reg, struct local_queue *q, struct wait_set *ws)
 {
+	char dir[2 * WSL_KEY_HEX + 16];
 	bool gone = false;
 
 	drain(q->watch_fd);
@@ -484,13 +498,22 @@ static int wait_arm(struct registry *reg, struct local_queue *q, struct wait_set
 		ws->wds[2] = watch_path(reg, q->watch_fd, "locks", NULL, NULL,
 					IN_MOVED_FROM | IN_DELETE | IN_ONLYDIR);
 		ws->slow = ws->wds[2] < 0;
+		/* A shared lock's holder: its own files, and its leaving
+		 * holders/ (the lock stays while other holders have it). */
+		snprintf(dir, sizeof(dir), "%s%s%s", q->t_key,
+			 q->t_holder_dir[0] != '\0' ? "/holders/" : "", q->t_holder_dir);
+		if (q->t_holder_dir[0] != '\0') {
+			ws->wds[3] = watch_path(reg, q->watch_fd, "locks", q->t_key, "holders",
+						IN_MOVED_FROM | IN_DELETE | IN_ONLYDIR);
+			ws->slow = ws->slow || ws->wds[3] < 0;
+		}
 		if (q->t_live) {
-			ws->wds[0] = watch_path(reg, q->watch_fd, "locks", q->t_key, "live",
+			ws->wds[0] = watch_path(reg, q->watch_fd, "locks", dir, "live",
 						IN_CLOSE_WRITE);
 			ws->slow = ws->slow || ws->wds[0] < 0;
 		}
 		if (q->t_nested) {
-			ws->wds[1] = watch_path(reg, q->watch_fd, "locks", q->t_key,
+			ws->wds[1] = watch_path(reg, q->watch_fd, "locks", dir,
 						LOCK_NESTED_FILE, IN_CLOSE_WRITE | IN_CLOSE_NOWRITE);
 			ws->slow = ws->slow || ws->wds[1] < 0;
 		}
@@ -559,7 +582,8 @@ static int wait_once(struct registry *reg, struct local_queue *q,
 	if ((at_own >= 0 && (pfd[at_own].revents & POLLIN)) ||
 	    (at_pid >= 0 && (pfd[at_pid].revents & POLLIN)))
 		return 0;
-	if ((pfd[0].revents & POLLIN) && release_seen(q->watch_fd, ws->wds[2], q->t_key))
+	if ((pfd[0].revents & POLLIN) &&
+	    release_seen(q->watch_fd, ws->wds[2], q->t_key, ws->wds[3], q->t_holder_dir))
 		return 0;
 	if (ws->slow && q->t_pid_watch && ws->pidfd < 0 && holder_gone_slow(q))
 		return 0;
@@ -571,7 +595,7 @@ int local_wait(struct registry *reg, int sigfd, long timeout_ms,
 {
 	struct local_queue *q = loc(reg)->queue;
 	long long until = timeout_ms >= 0 ? platform_mono_ms() + timeout_ms : -1;
-	struct wait_set ws = { { -1, -1, -1 }, -1, false };
+	struct wait_set ws = { { -1, -1, -1, -1 }, -1, false };
 	int rc = 0;
 
 	if (q == NULL || q->watch_fd < 0 || q->target == TARGET_NONE) {
@@ -586,7 +610,7 @@ int local_wait(struct registry *reg, int sigfd, long timeout_ms,
 		do
 			rc = target_changed(reg, q) ? 0 : wait_once(reg, q, &ws, sigfd, until, err);
 		while (rc == 2);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		if (ws.wds[i] >= 0)
 			inotify_rm_watch(q->watch_fd, ws.wds[i]);
 	fsx_close(ws.pidfd);

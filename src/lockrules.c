@@ -25,6 +25,9 @@ const char *lock_state_name(enum lock_state s)
 
 void lock_entry_free(struct lock_entry *e)
 {
+	for (size_t i = 0; i < e->n_holders; i++)
+		lock_entry_free(&e->holders[i]);
+	free(e->holders);
 	free(e->raw);
 	free(e->retained);
 	memset(e, 0, sizeof(*e));
@@ -59,7 +62,45 @@ struct lock_entry *lock_overlap_push(struct overlap **items, size_t *n,
 	return &(*items)[(*n)++].entry;
 }
 
+const struct lock_entry *lock_entry_by_token(const struct lock_entry *e,
+					     const char *token)
+{
+	if (!e->shared)
+		return e->has_owner && strcmp(e->owner.token, token) == 0 ? e : NULL;
+	for (size_t i = 0; i < e->n_holders; i++)
+		if (e->holders[i].has_owner && strcmp(e->holders[i].owner.token, token) == 0)
+			return &e->holders[i];
+	return NULL;
+}
+
+const struct lock_entry *lock_entry_by_owner(const struct lock_entry *e,
+					     const struct owner *o,
+					     const char *raw, size_t raw_len)
+{
+	if (!e->shared)
+		return e;
+	for (size_t i = 0; i < e->n_holders; i++) {
+		const struct lock_entry *h = &e->holders[i];
+
+		if (o != NULL ? h->has_owner && owner_equal(o, &h->owner) :
+		    h->raw != NULL && raw != NULL && h->raw_len == raw_len &&
+		    memcmp(h->raw, raw, raw_len) == 0)
+			return h;
+	}
+	return NULL;
+}
+
 /* ---- conflicts -------------------------------------------------------- */
+
+bool lockrules_compatible(bool shared, const struct lock_entry *e)
+{
+	if (!shared || !e->shared || e->queued)
+		return false;
+	for (size_t i = 0; i < e->n_holders; i++)
+		if (e->holders[i].state == LOCK_CORRUPT)
+			return false;
+	return true;
+}
 
 /* How much waiting cannot cure a conflict: higher is reported first. */
 static int conflict_rank(const struct lock_entry *e)
@@ -75,6 +116,23 @@ static int conflict_rank(const struct lock_entry *e)
 	default:
 		return 0;
 	}
+}
+
+/* conflict_rank, and within a rank a dead holder first (a retained one
+ * that is dead can be recovered now; a live one not yet). */
+static int holder_rank(const struct lock_entry *e)
+{
+	return 2 * conflict_rank(e) + (e->probed && e->liveness == LIVENESS_DEAD);
+}
+
+size_t lockrules_representative(const struct lock_entry *h, size_t n)
+{
+	size_t best = 0;
+
+	for (size_t i = 1; i < n; i++)
+		if (holder_rank(&h[i]) > holder_rank(&h[best]))
+			best = i;
+	return best;
 }
 
 void lockrules_conflict_keep(struct lock_entry *best, struct lock_entry *cand)

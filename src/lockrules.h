@@ -63,13 +63,36 @@ struct lock_entry {
 					 * DESIGN.md section 5); owner.pid and
 					 * owner.acquired_at (its arrival) are set,
 					 * has_owner is false, liveness live */
+	/* Shared locks (DESIGN.md section 2, issue 15): the mode lives in
+	 * the lock, not in the owner document. A shared lock's entry
+	 * describes its representative holder (the one a writer meets
+	 * first: lockrules_conflict_keep's ranking over holders[]) and owns
+	 * every holder's entry in holders[]; a holder's entry names its
+	 * directory (holder, "" for an exclusive lock). */
+	bool shared;
+	char holder[WSL_KEY_HEX + 1];
+	struct lock_entry *holders;
+	size_t n_holders;
 };
 
 /* "free", "held", "retained" or "corrupt". */
 const char *lock_state_name(enum lock_state s);
 
-/* Frees what e owns and marks it free. */
+/* Frees what e owns (a shared lock's holders too) and marks it free. */
 void lock_entry_free(struct lock_entry *e);
+
+/* The entry of e's holder with token: e itself for an exclusive lock
+ * whose owner has it, the holder in e->holders for a shared one; NULL
+ * when no holder has it. */
+const struct lock_entry *lock_entry_by_token(const struct lock_entry *e,
+					     const char *token);
+
+/* The holder of e whose owner document equals o (owner_equal), or, with
+ * o NULL, whose bytes equal raw (raw_len bytes: a corrupt holder's);
+ * e itself for an exclusive lock. NULL when no holder is that one. */
+const struct lock_entry *lock_entry_by_owner(const struct lock_entry *e,
+					     const struct owner *o,
+					     const char *raw, size_t raw_len);
 
 /* A lock that overlaps a workspace. */
 struct overlap {
@@ -103,6 +126,20 @@ struct registry_expect {
 };
 
 /* ---- conflicts (acquire) --------------------------------------------- */
+
+/* Whether an acquire (shared: --shared) may coexist with e, a lock on the
+ * wanted workspace or one overlapping it (DESIGN.md section 2): only a
+ * shared request beside a shared lock none of whose holders is corrupt.
+ * A dead, retained or unknown reader does not keep readers out (only a
+ * writer needs it recovered); a corrupt one does (fail closed). */
+bool lockrules_compatible(bool shared, const struct lock_entry *e);
+
+/* The index of the holder among h[0..n) (n > 0) that stands for a shared
+ * lock: the first that waiting cures least, as lockrules_conflict_keep
+ * ranks (corrupt, retained, dead, then live or unknown), and within a
+ * rank a dead one first, so that a writer meets a dead reader's document
+ * before a live reader's, and inspect --owner gives one recover can take. */
+size_t lockrules_representative(const struct lock_entry *h, size_t n);
 
 /* Moves cand into best when waiting cures it less (corrupt, then retained,
  * then dead, then live or unknown); best empty: always. cand is left

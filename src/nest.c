@@ -129,8 +129,26 @@ static bool same_pid_space(const struct owner *o)
 	return true;
 }
 
+/* The holder of e (a shared lock: one of its holders) that from is
+ * inside, and how; NULL when none. */
+static const struct lock_entry *proven_holder(const struct lock_entry *e, pid_t from,
+					      enum nest_how *how)
+{
+	for (size_t i = 0; i < e->n_holders; i++) {
+		*how = nest_proven(&e->holders[i], from);
+		if (*how != NEST_NONE)
+			return &e->holders[i];
+	}
+	*how = NEST_NONE;
+	return NULL;
+}
+
 enum nest_how nest_proven(const struct lock_entry *e, pid_t from)
 {
+	enum nest_how how;
+
+	if (e->holders != NULL)
+		return proven_holder(e, from, &how) != NULL ? how : NEST_NONE;
 	if (e->state != LOCK_HELD || !e->has_owner)
 		return NEST_NONE;
 	if (e->live_ino != 0 && nest_holds_file(e->live_dev, e->live_ino))
@@ -155,7 +173,16 @@ int nest_find(struct registry *reg, const char *workspace, pid_t from,
 	if (registry_get_chain(reg, workspace, false, &es, &n, err) != 0)
 		return -1;
 	for (i = 0; i < n; i++) {
-		if (rc == 0 && nest_proven(&es[i], from) != NEST_NONE) {
+		enum nest_how how;
+		struct lock_entry *h = (struct lock_entry *)proven_holder(&es[i], from, &how);
+
+		/* A shared lock: the holder it is inside (out->shared says
+		 * so), with the lock's workspace. */
+		if (rc == 0 && h != NULL) {
+			*out = *h;
+			memset(h, 0, sizeof(*h));
+			rc = 1;
+		} else if (rc == 0 && es[i].holders == NULL && nest_proven(&es[i], from) != NEST_NONE) {
 			*out = es[i];
 			memset(&es[i], 0, sizeof(es[i]));
 			rc = 1;

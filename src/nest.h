@@ -30,6 +30,7 @@ enum nest_how {
  * file (e->live_dev, e->live_ino), or the parent chain of from (itself
  * included; a run passes its own pid, acquire --pid P passes P) reaching
  * e's owner pid with its start ticks, on the owner's host and boot.
+ * For a shared lock, inside any one of its holders (e->holders).
  * Returns how (NEST_NONE: not proven). Reads /proc; never fails: what
  * cannot be read proves nothing.
  */
@@ -50,7 +51,8 @@ int nest_descends_from(pid_t from, pid_t pid, unsigned long long ticks);
  * Finds, on workspace itself or an ancestor, a held lock that the process
  * from (its own pid for run, --pid for acquire) is inside by proof
  * (nest_proven: a descriptor of its live file, or descent from its
- * holder). Returns 1 with the lock in *out (lock_entry_free it), 0 when
+ * holder). Returns 1 with the lock in *out (lock_entry_free it; for a
+ * shared lock, the one holder it is inside, out->shared set), 0 when
  * there is none, -1 on error. A token proves nothing.
  */
 int nest_find(struct registry *reg, const char *workspace, pid_t from,

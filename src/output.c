@@ -220,6 +220,28 @@ json_t *output_entry_json(const struct lock_entry *e)
 	}
 	if (e->state != LOCK_FREE && e->lock_path[0] != '\0')
 		json_object_set_new(o, "lock_path", json_string(e->lock_path));
+	/* The mode lives in the lock (DESIGN.md section 2): a shared lock
+	 * lists every holder's owner, and each holder as an entry of its
+	 * own; "owner" stays the representative (lockrules_representative). */
+	if (e->holder[0] == '\0' || e->holders != NULL) {
+		json_t *owners = json_array();
+
+		json_object_set_new(o, "mode", e->state == LOCK_FREE ? json_null() :
+				    json_string(e->shared ? "shared" : "exclusive"));
+		for (size_t i = 0; i < e->n_holders; i++)
+			if (e->holders[i].has_owner)
+				json_array_append_new(owners, owner_to_json(&e->holders[i].owner));
+		if (!e->shared && e->has_owner)
+			json_array_append_new(owners, owner_to_json(&e->owner));
+		json_object_set_new(o, "owners", owners);
+	}
+	if (e->holders != NULL) {
+		json_t *hs = json_array();
+
+		for (size_t i = 0; i < e->n_holders; i++)
+			json_array_append_new(hs, output_entry_json(&e->holders[i]));
+		json_object_set_new(o, "holders", hs);
+	}
 	return o;
 }
 
@@ -503,7 +525,7 @@ int output_table(const struct cli *c, const struct output_row *rows, size_t n)
 			format_age(e->owner.acquired_at, age, sizeof(age));
 		}
 		printf("%-*s  %-8s  %-8s  %-20s  %-7s  %s\n", (int)wcol, name,
-		       lock_state_name(e->state),
+		       e->shared && e->state == LOCK_HELD ? "shared" : lock_state_name(e->state),
 		       e->probed ? liveness_name(e->liveness) : "-",
 		       holder, age, e->has_owner ? e->owner.purpose : "-");
 		if (note == NULL)

@@ -115,12 +115,17 @@ int registry_open(struct registry *reg, const struct registry_config *cfg,
 					     "--etcd-endpoints is given but the backend is local: "
 					     "add --backend etcd (or WSLOCK_BACKEND=etcd), or drop "
 					     "--etcd-endpoints to use the local registry");
-		if (registry_default_path(cfg->lock_dir, path, err) != 0)
+		if (registry_default_path(cfg->lock_dir, path, err) != 0 ||
+		    local_open(reg, path, cfg->workspace, create, err) != 0)
 			return -1;
-		return local_open(reg, path, cfg->workspace, create, err);
+		reg->acquire_shared = cfg->shared;
+		return 0;
 	}
 	if (strcmp(backend, "etcd") == 0) {
 		memset(reg, 0, sizeof(*reg));
+		if (cfg->shared)
+			return wsl_error_set(err, WSL_USAGE,
+					     "--shared is not available with the etcd backend yet (shared locks are kept by the local registry only); use --backend local, or an exclusive lock");
 		return etcd_registry_open(reg, cfg, err);
 	}
 	return wsl_error_set(err, WSL_USAGE, "unknown backend '%s' (local or etcd)", backend);

@@ -53,6 +53,10 @@ struct registry_config {
 					 * about, or NULL: a registry that would
 					 * overlap it is refused before it is
 					 * created */
+	bool shared;			/* acquire/run --shared: the next acquire
+					 * takes a shared lock (DESIGN.md section
+					 * 2); the etcd backend refuses it at open
+					 * (WSL_USAGE) */
 };
 
 /* An open registry: the backend's operations and its private state, plus
@@ -100,6 +104,9 @@ struct registry {
 	 * which prints: a person at a terminal otherwise waits silently for
 	 * a process stopped with Ctrl-Z. NULL: nobody is told. */
 	void (*coord_notice)(const struct registry *reg, long holder, bool stopped);
+	/* registry_try_acquire takes a shared lock (from cfg->shared; the
+	 * mode lives in the lock, not in the owner document). */
+	bool acquire_shared;
 };
 
 /* How long a wait for a stopped holder of the coordination lock lasts

@@ -19,7 +19,7 @@
  *                   (LOCK_SH by each run nested under the lock while its
  *                   command runs; LOCK_EX by the outer run and by release
  *                   before they let go), and retained.json when kept for
- *                   recovery.
+ *                   recovery. A shared lock: mode, holders/H/ (local_shared.c).
  *   nest/A/KEY      an empty marker for each proper ancestor A of a held
  *                   workspace KEY; a new lock on A finds its descendants by
  *                   reading nest/A, never by scanning locks/.
@@ -240,10 +240,31 @@ int local_get_key(struct registry *reg, const char *key, bool probe,
 }
 
 /* The lock in the opened lock directory fd (locks/key, at dirpath) into
- * *e, as local_get_key reads it; fd stays open. */
+ * *e, as local_get_key reads it (a shared lock by local_shared.c); fd
+ * stays open. */
 static int read_entry_at(struct registry *reg, const char *key, int fd,
 			 const char *dirpath, bool probe, struct lock_entry *e,
 			 struct wsl_error *err)
+{
+	memset(e, 0, sizeof(*e));
+	e->state = LOCK_FREE;
+	snprintf(e->key, sizeof(e->key), "%s", key);
+	if ((shared_marked(fd) ? shared_read(reg, key, fd, dirpath, probe, e, err) :
+	     local_read_dir(reg, key, fd, dirpath, probe, e, err)) != 0)
+		return -1;
+	/* Read without the coordination lock (inspect, the reclaim preview):
+	 * a lock released meanwhile was renamed away from locks/KEY, and what
+	 * was read from it is not a lock any more. */
+	if (loc(reg)->coord_held == 0 && !still_linked(reg, key, fd)) {
+		lock_entry_free(e);
+		snprintf(e->key, sizeof(e->key), "%s", key);
+	}
+	return 0;
+}
+
+int local_read_dir(struct registry *reg, const char *key, int fd,
+		   const char *dirpath, bool probe, struct lock_entry *e,
+		   struct wsl_error *err)
 {
 	char path[PATH_MAX], why[256];
 	char check[WSL_KEY_HEX + 1];
@@ -322,13 +343,7 @@ static int read_entry_at(struct registry *reg, const char *key, int fd,
 done:
 	if (probe && e->state == LOCK_CORRUPT)
 		probe_corrupt(fd, e);
-	/* Read without the coordination lock (inspect, the reclaim preview):
-	 * a lock released meanwhile was renamed away from locks/KEY, and what
-	 * was read from it is not a lock any more. */
-	if (loc(reg)->coord_held == 0 && !still_linked(reg, key, fd)) {
-		lock_entry_free(e);
-		snprintf(e->key, sizeof(e->key), "%s", key);
-	}
+	(void)reg;
 	return 0;
 }
 
@@ -360,8 +375,6 @@ void stage_name(char out[STAGE_NAME_MAX], const char *prefix)
 	snprintf(out, STAGE_NAME_MAX, "%s.%ld.%s", prefix, (long)getpid(), rnd);
 }
 
-static int unpublish(struct registry *reg, const char *key, const char *workspace,
-		     const struct owner *o, char *later, struct wsl_error *err);
 
 /* Writes and publishes o; the caller holds the coordination lock and has
  * checked that nothing overlaps. */
@@ -370,7 +383,6 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 {
 	char key[WSL_KEY_HEX + 1], stage[STAGE_NAME_MAX], path[PATH_MAX];
 	struct marker_ctx m;
-	char *text = NULL;
 	int sfd = -1, lfd = -1;
 
 	crypto_path_key(o->workspace_root, key);
@@ -381,40 +393,10 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 	sfd = fsx_make_dir_checked(loc(reg)->tmp_fd, stage, path, err);
 	if (sfd < 0)
 		return -1;
-	text = owner_format(o, false);
-	if (text == NULL) {
-		wsl_error_set(err, WSL_INTERNAL, "cannot format the owner document");
+	/* A shared lock: the mode file, and the holder in holders/H. */
+	if ((reg->acquire_shared ? shared_stage(reg, o, sfd, path, live_fd != NULL, &lfd, err) :
+	     stage_files(reg, o, sfd, path, live_fd != NULL, &lfd, err)) != 0)
 		goto fail;
-	}
-	{
-		size_t len = strlen(text);
-		text[len] = '\n';	/* owner_format left room: the NUL */
-		if (fsx_write_new_file(sfd, "owner.json", text, len + 1, sync_data(reg)) != 0) {
-			wsl_error_errno(err, WSL_IO, errno, "cannot write %s/owner.json", path);
-			goto fail;
-		}
-	}
-	lfd = fsx_openat(sfd, "live", O_RDWR | O_CREAT | O_EXCL, 0600);
-	if (lfd < 0) {
-		wsl_error_errno(err, WSL_IO, errno, "cannot create %s/live", path);
-		goto fail;
-	}
-	if (live_fd != NULL && fsx_flock(lfd, LOCK_EX | LOCK_NB) != 0) {
-		wsl_error_errno(err, WSL_IO, errno, "cannot lock %s/live", path);
-		goto fail;
-	}
-	{
-		/* Nested runs hold it shared (registry_nest_lock). Made here,
-		 * not by its first user: a release refused for a wrong token
-		 * must change nothing. */
-		int nfd = fsx_openat(sfd, LOCK_NESTED_FILE, O_RDWR | O_CREAT | O_EXCL, 0600);
-		if (nfd < 0) {
-			wsl_error_errno(err, WSL_IO, errno, "cannot create %s/%s", path,
-					LOCK_NESTED_FILE);
-			goto fail;
-		}
-		fsx_close(nfd);
-	}
 	CRASH_POINT("acquire:staged");
 	if (sync_before_commit(reg, sfd) != 0) {
 		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s", path);
@@ -452,14 +434,12 @@ static int publish(struct registry *reg, const struct owner *o, int *live_fd,
 		 * promise, so take the lock back and fail. */
 		int e = errno;
 		fsx_close(sfd);
-		free(text);
 		fsx_close(lfd);
 		unpublish(reg, key, o->workspace_root, o, NULL, err);
 		return wsl_error_errno(err, WSL_IO, e, "cannot sync %s/locks", reg->path);
 	}
 	CRASH_POINT("acquire:dir-synced");
 	fsx_close(sfd);
-	free(text);
 	if (live_fd != NULL)
 		*live_fd = lfd;
 	else
@@ -472,7 +452,6 @@ fail_markers:
 fail:
 	fsx_close(lfd);
 	fsx_close(sfd);
-	free(text);
 	fsx_remove_dir_files(loc(reg)->tmp_fd, stage);
 	return -1;
 }
@@ -486,6 +465,7 @@ static int local_try_acquire(struct registry *reg, const struct owner *o,
 	struct lock_entry self;
 	size_t n = 0, i;
 	int rc = -1;
+	bool join;
 
 	memset(conflict, 0, sizeof(*conflict));
 	conflict->state = LOCK_FREE;
@@ -494,16 +474,22 @@ static int local_try_acquire(struct registry *reg, const struct owner *o,
 	crypto_path_key(o->workspace_root, key);
 	if (local_get_key(reg, key, true, &self, err) != 0)
 		goto out;
+	/* A shared request joins a shared lock (lockrules_compatible). */
+	join = lockrules_compatible(reg->acquire_shared, &self);
+	if (join)
+		lock_entry_free(&self);
 	lockrules_conflict_keep_own(conflict, &self, o->workspace_root);
 	/* The same directory locked through another path. */
 	if (identity_self(reg, o->workspace_root, key, true, &self, err) != 0)
 		goto out;
-	if (self.state != LOCK_FREE)
+	if (self.state != LOCK_FREE && !lockrules_compatible(reg->acquire_shared, &self))
 		lockrules_conflict_keep(conflict, &self);
+	lock_entry_free(&self);
 	if (local_overlaps(reg, o->workspace_root, true, &ov, &n, err) != 0)
 		goto out;
 	for (i = 0; i < n; i++)
-		lockrules_conflict_keep(conflict, &ov[i].entry);
+		if (!lockrules_compatible(reg->acquire_shared, &ov[i].entry))
+			lockrules_conflict_keep(conflict, &ov[i].entry);
 	/* The FIFO wait queue (local_wait.c): no barging past a waiter. */
 	if (queue_check(reg, o, conflict, err) != 0)
 		goto out;
@@ -511,7 +497,8 @@ static int local_try_acquire(struct registry *reg, const struct owner *o,
 		rc = ACQUIRE_CONFLICT;
 		goto out;
 	}
-	rc = publish(reg, o, live_fd, err) == 0 ? ACQUIRE_DONE : -1;
+	rc = (join ? shared_join(reg, o, key, live_fd, err) : publish(reg, o, live_fd, err)) == 0 ?
+		ACQUIRE_DONE : -1;
 out:
 	lock_overlaps_free(ov, n);
 	local_unlock(reg);
@@ -542,8 +529,8 @@ static int remove_known(int stagefd, const char *gone)
  * atomic step), then its nest markers and files go. The caller holds
  * LOCK_EX. With later and o, the directory's name goes there instead:
  * the caller removes it after .coordination, which the woken waiter needs. */
-static int unpublish(struct registry *reg, const char *key, const char *workspace,
-		     const struct owner *o, char *later, struct wsl_error *err)
+int unpublish(struct registry *reg, const char *key, const char *workspace,
+	      const struct owner *o, char *later, struct wsl_error *err)
 {
 	char gone[STAGE_NAME_MAX], fs[MOUNTINFO_FS_MAX + 1], fspath[PATH_MAX];
 	struct marker_ctx m;
@@ -581,6 +568,7 @@ static int local_release(struct registry *reg, const char *workspace,
 			 struct wsl_error *err)
 {
 	char key[WSL_KEY_HEX + 1], gone[STAGE_NAME_MAX] = "";
+	const struct lock_entry *h;
 	struct lock_entry e;
 	int rc = -1;
 
@@ -593,13 +581,17 @@ static int local_release(struct registry *reg, const char *workspace,
 		goto out;
 	if (e.state == LOCK_FREE && identity_self(reg, workspace, key, false, &e, err) != 0)
 		goto out;
-	if (lockrules_check_release(workspace, token, &e, err) != 0)
+	/* A shared lock: the holder with token (none: the lock as read). */
+	h = e.shared && lock_entry_by_token(&e, token) != NULL ? lock_entry_by_token(&e, token) : &e;
+	if (lockrules_check_release(workspace, token, h, err) != 0)
 		goto out;
-	if (unpublish(reg, e.key, e.workspace_root[0] != '\0' ? e.workspace_root : workspace,
-		      e.has_owner ? &e.owner : NULL, gone, err) != 0)
+	if ((e.shared ? shared_leave(reg, e.key, e.workspace_root[0] != '\0' ? e.workspace_root :
+				     workspace, h, e.n_holders, err) :
+	     unpublish(reg, e.key, e.workspace_root[0] != '\0' ? e.workspace_root : workspace,
+		       e.has_owner ? &e.owner : NULL, gone, err)) != 0)
 		goto out;
 	if (released != NULL)
-		*released = e.owner;
+		*released = h->owner;
 	rc = 0;
 out:
 	lock_entry_free(&e);
@@ -676,6 +668,8 @@ static int local_take_over(struct registry *reg, const char *workspace,
 	struct journal_event ev = { 0 };
 	struct lock_entry *e = prior;
 	int lfd = -1, rc = -1;
+	size_t nh;
+	bool was_shared;
 
 	memset(prior, 0, sizeof(*prior));
 	if (loc(reg)->locks_fd < 0)
@@ -702,6 +696,8 @@ static int local_take_over(struct registry *reg, const char *workspace,
 	ev.force_reason = x->force ? x->force_reason : NULL;
 	ev.next = next;
 
+	/* A shared lock: the one holder x names becomes *prior (nh holders). */
+	nh = shared_pick(e, x);
 	if (lockrules_check_take_over(workspace, x, e, err) != 0)
 		goto out;
 	if (e->state == LOCK_CORRUPT) {
@@ -709,10 +705,15 @@ static int local_take_over(struct registry *reg, const char *workspace,
 		ev.prior_raw = e->raw;
 		ev.prior_raw_len = e->raw_len;
 		if (journal_append(loc(reg)->dir_fd, reg->path, &ev, sync_data(reg), err) != 0 ||
-		    unpublish(reg, key, workspace, NULL, NULL, err) != 0)
+		    (nh > 0 ? shared_leave(reg, key, workspace, e, nh, err) :
+		     unpublish(reg, key, workspace, NULL, NULL, err)) != 0)
 			goto out;
 		CRASH_POINT("takeover:corrupt-removed");
-		rc = next != NULL ? publish(reg, next, live_fd, err) : 0;
+		was_shared = reg->acquire_shared;
+		reg->acquire_shared = nh > 0;	/* a reader's successor stays a reader */
+		rc = next == NULL ? 0 : nh > 1 ? shared_join(reg, next, key, live_fd, err) :
+			publish(reg, next, live_fd, err);
+		reg->acquire_shared = was_shared;
 		goto out;
 	}
 	ev.prior = &e->owner;
@@ -722,10 +723,11 @@ static int local_take_over(struct registry *reg, const char *workspace,
 		goto out;
 	CRASH_POINT("takeover:journaled");
 	if (next == NULL) {
-		rc = unpublish(reg, key, workspace, &e->owner, NULL, err);
+		rc = nh > 0 ? shared_leave(reg, key, workspace, e, nh, err) :
+			unpublish(reg, key, workspace, &e->owner, NULL, err);
 		goto out;
 	}
-	lfd = fsx_open_dir_checked(loc(reg)->locks_fd, key, dirpath, false, err);
+	lfd = holder_dir_open(reg, key, e->holder, dirpath, err);
 	if (lfd < 0)
 		goto out;
 	/* The new owner is found by its identity before it takes over (a
@@ -750,19 +752,19 @@ static int local_retain(struct registry *reg, const char *workspace,
 			const char *token, const char *json, struct wsl_error *err)
 {
 	char key[WSL_KEY_HEX + 1], dirpath[PATH_MAX];
+	const struct lock_entry *h;
 	struct lock_entry e;
 	int lfd = -1, rc = -1;
 
 	if (local_lock(reg, LOCK_EX, NULL, err) != 0)
 		return -1;
 	crypto_path_key(workspace, key);
-	if (local_get_key(reg, key, false, &e, err) != 0 ||
-	    lockrules_check_retain(workspace, token, &e, err) != 0)
+	if (local_get_key(reg, key, false, &e, err) != 0)
 		goto out;
-	if (path_join(dirpath, reg->path, "locks", err) != 0 ||
-	    path_join(dirpath, dirpath, key, err) != 0)
+	h = lock_entry_by_token(&e, token);	/* a shared lock's holder */
+	if (lockrules_check_retain(workspace, token, h != NULL ? h : &e, err) != 0)
 		goto out;
-	lfd = fsx_open_dir_checked(loc(reg)->locks_fd, key, dirpath, false, err);
+	lfd = holder_dir_open(reg, key, h->holder, dirpath, err);
 	if (lfd < 0)
 		goto out;
 	unlinkat(lfd, "retained.json.new", 0);
@@ -804,7 +806,7 @@ static int local_nest_lock(struct registry *reg, const char *workspace,
 	struct wsl_error local = { 0 };
 	struct lock_entry e;
 	struct stat st;
-	int lfd, nfd, rc;
+	int lfd, hfd, nfd, rc;
 
 	*fd = -1;
 	if (loc(reg)->locks_fd < 0)
@@ -823,8 +825,16 @@ static int local_nest_lock(struct registry *reg, const char *workspace,
 		*err = local;
 		return -1;
 	}
+	/* A shared lock: the nested file of the holder with token. */
+	hfd = shared_marked(lfd) ? shared_nest_dir(reg, key, lfd, dirpath, token, path, err) : lfd;
+	if (hfd < 0) {
+		fsx_close(lfd);
+		return hfd == -2 ? NEST_LOCK_GONE : -1;
+	}
 	/* Made at publish; a lock published by 0.1 gets it on first use. */
-	nfd = fsx_openat(lfd, LOCK_NESTED_FILE, O_RDONLY | O_CREAT | O_NONBLOCK | O_NOCTTY, 0600);
+	nfd = fsx_openat(hfd, LOCK_NESTED_FILE, O_RDONLY | O_CREAT | O_NONBLOCK | O_NOCTTY, 0600);
+	if (hfd != lfd)
+		fsx_close(hfd);
 	if (nfd < 0 || fstat(nfd, &st) != 0 || fsx_check_private(&st, S_IFREG, path, err) != 0) {
 		if (err->code == WSL_OK)
 			wsl_error_errno(err, WSL_IO, errno, "cannot open %s", path);
@@ -853,7 +863,7 @@ static int local_nest_lock(struct registry *reg, const char *workspace,
 	} else {
 		/* Read without .coordination, a lock renamed away reads as
 		 * free (read_entry_at checks still_linked). */
-		if (!e.has_owner || strcmp(e.owner.token, token) != 0)
+		if (lock_entry_by_token(&e, token) == NULL)
 			rc = NEST_LOCK_GONE;
 		lock_entry_free(&e);
 	}

@@ -76,6 +76,21 @@ int path_join(char out[PATH_MAX], const char *a, const char *b,
 int local_get_key(struct registry *reg, const char *key, bool probe,
 		  struct lock_entry *e, struct wsl_error *err);
 
+/* Reads the lock (or shared holder) directory fd at dirpath into *e as
+ * local_get_key does, key being the lock's key, without the check that
+ * it is still linked (read_entry_at does that for a lock). */
+int local_read_dir(struct registry *reg, const char *key, int fd,
+		   const char *dirpath, bool probe, struct lock_entry *e,
+		   struct wsl_error *err);
+
+/* Removes the lock key of workspace (o: its owner as read, or NULL): one
+ * rename out of locks/ into staging, then its markers and files (with
+ * later (STAGE_NAME_MAX bytes) and o, the staging name goes there for the
+ * caller to remove after .coordination; NULL: at once). The caller holds
+ * the coordination lock exclusively. */
+int unpublish(struct registry *reg, const char *key, const char *workspace,
+	      const struct owner *o, char *later, struct wsl_error *err);
+
 /* Marks *e corrupt (LOCK_CORRUPT) with the reason why. */
 void set_corrupt(struct lock_entry *e, const char *why);
 
@@ -90,6 +105,64 @@ int sync_before_commit(const struct registry *reg, int dirfd);
 
 /* A fresh name for a staging directory: "PREFIX.PID.RANDOM". */
 void stage_name(char out[STAGE_NAME_MAX], const char *prefix);
+
+/* ---- local_shared.c: shared locks (layout atop that file) ---- */
+
+/* Whether the lock directory fd is a shared lock's: its mode file exists
+ * (whatever it holds: shared_read judges it). */
+bool shared_marked(int lockfd);
+
+/* Writes o's owner.json, live and nested into the new directory dfd (at
+ * path): the files of an exclusive lock and of a shared holder alike.
+ * With keep_live, live is flock()ed LOCK_EX and its descriptor left in
+ * *lfd (else closed; *lfd -1 on entry). */
+int stage_files(const struct registry *reg, const struct owner *o, int dfd,
+		const char *path, bool keep_live, int *lfd, struct wsl_error *err);
+
+/* The shared layout in the new staging directory sfd (at path): the mode
+ * file and holders/H with o's files (stage_files). */
+int shared_stage(const struct registry *reg, const struct owner *o, int sfd,
+		 const char *path, bool keep_live, int *lfd, struct wsl_error *err);
+
+/* Reads the shared lock in directory fd (locks/key at dirpath) into *e
+ * (initialised free with its key): every holder in e->holders, e itself
+ * the representative (lockrules_representative); a mode file that says
+ * anything but "shared", a missing holders/ or no holder is corrupt. */
+int shared_read(struct registry *reg, const char *key, int fd,
+		const char *dirpath, bool probe, struct lock_entry *e,
+		struct wsl_error *err);
+
+/* Adds o as one more holder of the shared lock key: a staging directory
+ * with its files, renamed into locks/key/holders/ (the commit point).
+ * live_fd as for publish. The caller holds LOCK_EX and has checked the
+ * lock is shared and compatible. */
+int shared_join(struct registry *reg, const struct owner *o, const char *key,
+		int *live_fd, struct wsl_error *err);
+
+/* Removes holder h of the shared lock key of workspace, which has n
+ * holders: the last one takes the whole lock (unpublish), any other
+ * renames its own directory out of holders/. The caller holds LOCK_EX. */
+int shared_leave(struct registry *reg, const char *key, const char *workspace,
+		 const struct lock_entry *h, size_t n, struct wsl_error *err);
+
+/* For a take-over: when *e is a shared lock, replaces it by the holder
+ * whose document x names (its exact owner, or its bytes), and returns the
+ * lock's holder count; 0 for an exclusive lock. No holder named: *e
+ * stays the lock as read, whose compare then fails. */
+size_t shared_pick(struct lock_entry *e, const struct registry_expect *x);
+
+/* Opens (checked) the directory of a lock's holder: locks/key itself
+ * when holder is "" (an exclusive lock), else locks/key/holders/holder;
+ * its path into dirpath. -1 with err. */
+int holder_dir_open(struct registry *reg, const char *key, const char *holder,
+		    char dirpath[PATH_MAX], struct wsl_error *err);
+
+/* local_nest_lock's part for a shared lock (lock directory lfd at
+ * dirpath): the directory of the holder with token (its nested file's
+ * path into path); -2 when no holder has it, -1 with err. */
+int shared_nest_dir(struct registry *reg, const char *key, int lfd,
+		    const char *dirpath, const char *token, char path[PATH_MAX],
+		    struct wsl_error *err);
 
 /* ---- local_open.c: opening, the format stamp, the upgrade ---- */
 
@@ -197,6 +270,8 @@ struct local_queue {
 	long t_pid;
 	char t_pidns[WSL_PIDNS_MAX + 1];
 	char t_key[WSL_KEY_HEX + 1];	/* TARGET_LOCK: the conflicting lock */
+	char t_holder_dir[WSL_KEY_HEX + 1];	/* and its holder's directory in
+						 * holders/ (a shared lock), or "" */
 	bool t_live, t_nested, t_pid_watch;
 	ino_t t_live_ino;
 	pid_t t_holder;

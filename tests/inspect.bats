@@ -12,7 +12,8 @@ assert_reason() { # JSON: liveness_reason is one non-empty line
 	mkws a
 	run -0 --separate-stderr wsl inspect "$(W a)"
 	[ "${#lines[@]}" -eq 1 ] || fail "not one line: $output"
-	jq_ok 'keys == ["liveness","liveness_reason","overlapping","owner","state","workspace_root"]'
+	jq_ok 'keys == ["liveness","liveness_reason","mode","overlapping","owner","owners","state","workspace_root"]'
+	jq_ok '.mode == null and .owners == []'
 	jq_ok ".workspace_root == \"$(canon "$(W a)")\""
 	jq_ok '.state == "free" and .owner == null and .liveness == null and .overlapping == []'
 	[ -z "$stderr" ] || fail "stderr: $stderr"

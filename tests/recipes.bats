@@ -18,7 +18,7 @@ MANPAGE=$BATS_TEST_DIRNAME/../man/wslock.1
 # every recipe the documents mark, and that every command-like block is
 # marked.
 TESTED="README.md:ci-recover README.md:deploy README.md:github README.md:gitlab
-README.md:cleanup README.md:etcd README.md:systemd README.md:exit-status README.md:retain-reason wslock.1:runbook-inspect wslock.1:runbook-save
+README.md:cleanup README.md:etcd README.md:systemd README.md:exit-status README.md:retain-reason README.md:shared-cache wslock.1:runbook-inspect wslock.1:runbook-save
 wslock.1:runbook-recover wslock.1:runbook-repair wslock.1:ci-recover
 wslock.1:deploy wslock.1:ci-retain wslock.1:skip-if-held wslock.1:who-holds-what"
 
@@ -404,6 +404,29 @@ ci_job() {
 		run wsl recover --expected-owner - "$T/srv/app" -- true <<<"$OWNER"
 		[ "$status" -eq 0 ] || fail "$sh: exact recover: exit $status: $output"
 		[ "$(state "$T/srv/app")" = free ] || fail "$sh: not free after recover"
+	done
+}
+
+@test "recipe README shared-cache: a reader enters beside another reader, the rebuild waits for it (dash, bash)" {
+	local sh
+	recipe_file README.md shared-cache
+	mkdir -p "$T/srv/cache"
+	for sh in $(shells); do
+		rm -f "$STUB_DIR/log"
+		start_sleeper
+		run -0 wsl acquire --shared --pid "$SLEEPER_PID" "$T/srv/cache"
+		local tok
+		tok=$(jq -r .token <<<"$output")
+		start_recipe "$sh"
+		# the test job ran beside the other reader; the rebuild waits
+		wait_for "grep -q '^make test' '$STUB_DIR/log' 2>/dev/null && compgen -G '$WSLOCK_DIR/queue/*' >/dev/null" 30 ||
+			fail "$sh: the reader did not run or the rebuild did not wait: $(cat "$T/rec.err")"
+		if grep -q '^make cache' "$STUB_DIR/log"; then fail "$sh: the rebuild ran beside a reader"; fi
+		wsl release --token "$tok" "$T/srv/cache" >/dev/null
+		wait_exit "$REC_PID" 30 || fail "$sh: the recipe did not end"
+		[ "$WAIT_STATUS" -eq 0 ] || fail "$sh: exit $WAIT_STATUS: $(cat "$T/rec.err")"
+		stub_called '^make cache\|'
+		[ "$(state "$T/srv/cache")" = free ]
 	done
 }
 

@@ -105,6 +105,17 @@ hold_dead() {
 	wait "$SLEEPER" 2>/dev/null || true
 }
 
+# hold_dead_shared WS: one more reader of WS, whose holder has died.
+hold_dead_shared() {
+	local p
+	sleep 300 </dev/null >/dev/null 2>&1 &
+	p=$!
+	wsl acquire -q --shared --pid "$p" --purpose "dead reader" "$1" >/dev/null ||
+		fail "acquire --shared for $p failed"
+	kill "$p"
+	wait "$p" 2>/dev/null || true
+}
+
 # put_owner WS JSON: replace WS's owner.json bytes.
 put_owner() {
 	local f
@@ -262,6 +273,27 @@ have_opt() {
 	[ "$output" = null ]
 	# An empty registry.
 	WSLOCK_DIR=$BATS_TEST_TMPDIR/empty run -0 --separate-stderr wsl inspect --all
+	valid inspect
+}
+
+@test "schema: inspect of a shared lock (a live and a dead reader), --all, --owner and the reclaim preview" {
+	local a
+	a=$(ws a)
+	start_sleeper
+	wsl acquire -q --shared --pid "$SLEEPER" "$a" >/dev/null
+	hold_dead_shared "$a"
+	run -0 --separate-stderr wsl inspect "$a"
+	valid inspect
+	[ "$(jq -r '.mode, (.holders | length), (.owners | length)' <<<"$output" | tr '\n' ' ')" = "shared 2 2 " ]
+	run -0 --separate-stderr wsl inspect --all
+	valid inspect
+	run -0 --separate-stderr wsl inspect --owner "$a"
+	valid owner
+	run -0 --separate-stderr wsl reclaim
+	valid reclaim
+	run -0 --separate-stderr wsl reclaim --yes
+	valid reclaim
+	run -0 --separate-stderr wsl inspect "$a"
 	valid inspect
 }
 
@@ -452,7 +484,7 @@ have_opt() {
 # The bats files whose every wslock command's stdout is kept and validated
 # below: between them they drive each command through its outcomes and
 # errors (about a minute here).
-COLLECT_FILES="acquire errors inspect journal malformed reclaim recover release retain attack"
+COLLECT_FILES="acquire errors inspect journal malformed reclaim recover release retain attack shared"
 
 @test "schema: every JSON document the command tests print validates (collected from $COLLECT_FILES)" {
 	command -v bats >/dev/null || skip "bats is not on PATH"

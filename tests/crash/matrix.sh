@@ -58,7 +58,8 @@ ACQ="acquire:staged acquire:staging-synced acquire:markers-written acquire:publi
 REL="release:renamed release:markers-removed"
 TAKE="journal:opened takeover:journaled takeover:owner-staged takeover:live-replaced takeover:owner-replaced takeover:retained-dropped"
 QUEUE="queue:created queue:joined queue:sleeping queue:left"
-COLS=(acquire run run_nested run_wait release recover recover_cmd reclaim run_retain acquire_reclaim recover_retained recover_corrupt)
+COLS=(acquire run run_nested run_wait release recover recover_cmd reclaim run_retain acquire_reclaim recover_retained recover_corrupt
+	run_shared run_shared_join release_shared reclaim_shared)
 declare -A HEAD=(
 	[acquire]="acquire"
 	[run]="run"
@@ -72,6 +73,10 @@ declare -A HEAD=(
 	[acquire_reclaim]="acq--reclaim-dead"
 	[recover_retained]="recover(retained)"
 	[recover_corrupt]="recover(corrupt)"
+	[run_shared]="run--shared"
+	[run_shared_join]="run--shared(2nd)"
+	[release_shared]="release(1 of 2)"
+	[reclaim_shared]="reclaim(2 readers)"
 )
 declare -A EXPECT=(
 	[acquire]="$ACQ"
@@ -86,6 +91,10 @@ declare -A EXPECT=(
 	[acquire_reclaim]="journal:opened takeover:journaled $REL $ACQ"
 	[recover_retained]="$TAKE $REL"
 	[recover_corrupt]="journal:opened $REL takeover:corrupt-removed $ACQ"
+	[run_shared]="$ACQ $REL"
+	[run_shared_join]="shared:staged shared:joined shared:left"
+	[release_shared]="shared:left"
+	[reclaim_shared]="journal:opened takeover:journaled shared:left $REL garbage:staging-removed"
 )
 
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/wslock-crash.XXXXXX")
@@ -139,6 +148,14 @@ setup_dead_owner() {
 	start_sleeper
 	OWNER=$(W acquire --pid "$SLEEPER" --purpose "crash-matrix setup" "$WS") ||
 		{ bad "setup: acquire failed: $OWNER"; return 1; }
+	kill_holder "$SLEEPER"
+}
+
+# Leaves one more reader of $WS, a dead acquire --shared holder.
+setup_dead_reader() {
+	start_sleeper
+	W acquire --shared --pid "$SLEEPER" --purpose "crash-matrix reader" "$WS" >/dev/null ||
+		{ bad "setup: acquire --shared failed"; return 1; }
 	kill_holder "$SLEEPER"
 }
 
@@ -223,6 +240,27 @@ crash_run() {
 		setup_retained || return 1
 		W inspect --owner "$WS" >"$CELL/expected.json"
 		cmd=(recover --expected-owner "$CELL/expected.json" "$WS")
+		;;
+	run_shared) cmd=(run --shared "$WS" -- true) ;;
+	run_shared_join)
+		# A second reader joins a lock whose first reader is the job
+		# that dies with it.
+		start_sleeper
+		HOLDER=$SLEEPER
+		W acquire --shared --pid "$HOLDER" "$WS" >/dev/null || { bad "setup: acquire --shared failed"; return 1; }
+		cmd=(run --shared "$WS" -- true)
+		;;
+	release_shared)
+		start_sleeper
+		HOLDER=$SLEEPER
+		W acquire --shared --pid "$HOLDER" "$WS" >/dev/null || { bad "setup: acquire --shared failed"; return 1; }
+		OWNER=$(W acquire --shared --pid "$HOLDER" "$WS") || { bad "setup: acquire --shared failed"; return 1; }
+		tok=$(jq -r .token <<<"$OWNER")
+		cmd=(release --token "$tok" "$WS")
+		;;
+	reclaim_shared)
+		setup_dead_reader && setup_dead_reader && setup_garbage || return 1
+		cmd=(reclaim --yes)
 		;;
 	recover_corrupt)
 		setup_corrupt || return 1
@@ -339,13 +377,18 @@ check_invariants() {
 	got=$(try_acquire "$SIB")
 	[ "$got" = ok ] || bad "acquire -n of the sibling: $got"
 
-	# An exact recover always succeeds when something is held.
-	if [ "$state" = held ] || [ "$state" = retained ]; then
+	# An exact recover always succeeds when something is held (a shared
+	# lock: once per dead reader, each by its own document).
+	n=0
+	while { [ "$state" = held ] || [ "$state" = retained ]; } && [ "$n" -lt 4 ]; do
+		n=$((n + 1))
 		W inspect --owner "$WS" >"$CELL/now.json" || bad "inspect --owner failed"
 		got=$(W recover --expected-owner "$CELL/now.json" "$WS" 2>"$CELL/recover.err")
 		[ $? = 0 ] && jq -e '.action == "recovered"' <<<"$got" >/dev/null ||
-			bad "exact recover failed: $(cat "$CELL/recover.err")"
-	elif [ "$state" = corrupt ]; then
+			{ bad "exact recover failed: $(cat "$CELL/recover.err")"; break; }
+		state=$(W inspect "$WS" | jq -r .state)
+	done
+	if [ "$state" = corrupt ]; then
 		got=$(W recover --force --reason "crash matrix check" --expected-owner "$CORRUPT_FILE" "$WS" 2>"$CELL/recover.err")
 		[ $? = 0 ] || bad "exact recover of the corrupt lock failed: $(cat "$CELL/recover.err")"
 	fi

@@ -8,7 +8,8 @@
 # It verifies that
 #   - every START has its END and no (TAG, WS) interval appears twice;
 #   - no two intervals on overlapping workspaces (the same, or one below the
-#     other) intersect in time;
+#     other) intersect in time, unless both are shared (a TAG ending in
+#     ".s": a reader; it counts as its operation's TAG without it);
 #   - every operation exited as its kind allows (a held interval implies the
 #     command's own status; otherwise only "not now" codes are allowed;
 #     recover-foreign, a recover of an owner of another pid namespace or
@@ -41,6 +42,9 @@ if [ "$1" = --self-test ]; then
 	printf '%s\n' "OP run /w/x 65 4.0" >"$d/badexit.log"
 	printf '%s\n' "OP recover-foreign /w/y 69 5.0" "OP recover-foreign /w/y 66 5.1" >"$d/foreign.log"
 	printf '%s\n' "START /w/z 500 6.0" "END /w/z 600 6.0" "OP recover-foreign /w/z 0 6.0" >"$d/foreign-taken.log"
+	printf '%s\n' "START /w/r 100 7.0.s" "END /w/r 200 7.0.s" "OP shared /w/r 0 7.0" >"$d/reader1.log"
+	printf '%s\n' "START /w/r/s 150 8.0.s" "END /w/r/s 160 8.0.s" "OP shared /w/r/s 0 8.0" >"$d/reader2.log"
+	printf '%s\n' "START /w/r 180 9.0" "END /w/r 190 9.0" "OP run /w/r 0 9.0" >"$d/writer.log"
 	"$0" "$d/clean.log" "$d/sibling.log" >/dev/null 2>&1 ||
 		{ echo "check.sh self-test: a clean log was rejected" >&2; exit 1; }
 	if "$0" "$d/clean.log" "$d/sibling-time.log" >/dev/null 2>&1; then
@@ -56,6 +60,11 @@ if [ "$1" = --self-test ]; then
 		{ echo "check.sh self-test: a refused recover of a foreign owner was rejected" >&2; exit 1; }
 	if "$0" "$d/clean.log" "$d/foreign-taken.log" >/dev/null 2>&1; then
 		echo "check.sh self-test: a recover that took over a foreign owner was not caught" >&2; exit 1
+	fi
+	"$0" "$d/reader1.log" "$d/reader2.log" >/dev/null 2>&1 ||
+		{ echo "check.sh self-test: two readers at once were rejected" >&2; exit 1; }
+	if "$0" "$d/reader1.log" "$d/writer.log" >/dev/null 2>&1; then
+		echo "check.sh self-test: a writer beside a reader was not caught" >&2; exit 1
 	fi
 	# --started: op 1.10 has not started although op 1.1 has.
 	"$0" --started "$d/clean.log" 1.1 ||
@@ -76,9 +85,10 @@ function bad(msg) { errors++; if (errors <= 20) print "stress: " msg > "/dev/std
 $1 == "START" || $1 == "END" {
 	if (NF != 4) { bad("malformed line: " $0); next }
 	k = $4 SUBSEP $2
+	op = $4; sub(/\.s$/, "", op)
 	if ($1 == "START") {
 		if (k in st) bad("duplicate START for " $4 " on " $2)
-		st[k] = $3; held[$4] = 1
+		st[k] = $3; held[op] = 1
 	} else {
 		if (k in en) bad("duplicate END for " $4 " on " $2)
 		en[k] = $3
@@ -106,7 +116,7 @@ END {
 	for (i = 1; i <= opn; i++) {
 		kind = okind[i]; code = oexit[i]; tag = otag[i]; got = (tag in held)
 		ok = 0
-		if (kind == "run" || kind == "nested" || kind == "acquire" || kind == "abandon" || kind == "reclaim-dead")
+		if (kind == "run" || kind == "shared" || kind == "nested" || kind == "acquire" || kind == "abandon" || kind == "reclaim-dead")
 			ok = got ? code == 0 : (code == 69 || code == 75)
 		else if (kind == "run-fail")
 			ok = got ? code == 3 : (code == 69 || code == 75)
@@ -151,7 +161,7 @@ function overlap(a, b) {
 	for (i = 1; i <= n; i++) {
 		if (ae[i] > s) {
 			m++; as[m] = as[i]; ae[m] = ae[i]; aw[m] = aw[i]; at[m] = at[i]
-			if (overlap(aw[m], w)) {
+			if (overlap(aw[m], w) && !(at[m] ~ /\.s$/ && t ~ /\.s$/)) {
 				v++
 				if (v <= 20) printf "stress: VIOLATION: %s held %s during [%.0f, %.0f] while %s held %s from %.0f\n", \
 					at[m], aw[m], as[m], ae[m], t, w, s > "/dev/stderr"

@@ -6,6 +6,10 @@
 # every operation exited as expected.
 #
 # Operations (picked by a seeded $RANDOM per contender):
+#   shared         wslock run --shared -w W WS -- hold          0 | 69 | 75
+#                  (a reader: its interval may overlap other readers'
+#                  only; a recover or reclaim hook that took over a
+#                  reader holds shared too, and says so by its tag)
 #   run            wslock run -w W WS -- hold                   0 | 69 | 75
 #   nested         wslock run -w W WS -- sh -c 'wslock run -n WS -- hold &'
 #                  (the outer waits for its nested run, once it
@@ -176,6 +180,14 @@ recover_own() {
 	st=$?
 }
 
+# The hold of a recover or reclaim hook, which may have taken over one
+# reader of a shared lock (then it holds it shared, beside the others): the
+# hook asks inspect for the mode of the lock it holds (fixed while it holds
+# it) and tags its interval .s when shared. Arguments: W STAMP LOG WS TAG MS.
+MODE_HOLD='ws=$3; [ "$ws" = - ] && ws=$WSLOCK_WORKSPACE
+	t=$4; [ "$("$0" inspect "$ws" 2>/dev/null | jq -r .mode)" = shared ] && t=$4.s
+	exec "$1" hold "$2" "$3" "$t" "$5"'
+
 # contender ID: ITER operations; its log is $S/logs/ID.log.
 contender() {
 	local id=$1 log=$S/logs/$1.log j r ws arg tag st out tok kind me
@@ -192,7 +204,14 @@ contender() {
 		ws=${WSS[$((RANDOM % ${#WSS[@]}))]}
 		arg=$(spelled "$ws")
 		tag=$id.$j
-		if ((r >= 24 && r < 30)); then
+		if ((r < 12)); then
+			# A reader: beside other readers, never beside a writer
+			# (its interval's tag ends in .s: check.sh).
+			kind=shared
+			wsl run -q --shared -w "$WAIT" "$arg" -- "$STAMP" hold "$log" "$ws" "$tag.s" "$HOLD_MS" \
+				</dev/null >/dev/null 2>>"$S/logs/$id.err"
+			st=$?
+		elif ((r >= 24 && r < 30)); then
 			# The work is done by a run nested under the outer one, in
 			# the background: the outer must not let go before it ends.
 			# The outer's command exits once the nested run holds (its
@@ -277,13 +296,14 @@ contender() {
 					[ "$(jq -r type "$S/logs/$id.expected" 2>/dev/null)" != object ] ||
 					kind=recover-foreign
 				wsl recover -q --expected-owner "$S/logs/$id.expected" "$arg" -- \
-					"$STAMP" hold "$log" "$ws" "$tag" "$HOLD_MS" </dev/null >/dev/null 2>>"$S/logs/$id.err"
+					sh -c "$MODE_HOLD" "$W" "$STAMP" "$log" "$ws" "$tag" "$HOLD_MS" \
+					</dev/null >/dev/null 2>>"$S/logs/$id.err"
 				st=$?
 			fi
 		else
 			kind=reclaim
 			ws=-
-			wsl reclaim -q --yes -- "$STAMP" hold "$log" - "$tag" "$HOLD_MS" \
+			wsl reclaim -q --yes -- sh -c "$MODE_HOLD" "$W" "$STAMP" "$log" - "$tag" "$HOLD_MS" \
 				</dev/null >"$S/logs/$id.reclaim" 2>>"$S/logs/$id.err"
 			st=$?
 		fi

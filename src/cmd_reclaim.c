@@ -212,12 +212,15 @@ static int preview_json(struct cli *c, const struct candidates *cands,
 		json_t *item = output_entry_json(&cands->items[i]);
 		bool ok = lockrules_reclaimable(&cands->items[i], a->force, why, sizeof(why));
 		enum wsl_code code = lockrules_reclaim_code(&cands->items[i], a->force);
+		char next[PATH_MAX * 8 + 256];
 
 		if (item == NULL ||
 		    json_object_set_new(item, "reclaimable", json_boolean(ok)) != 0 ||
 		    json_object_set_new(item, "why", json_string(why)) != 0 ||
 		    json_object_set_new(item, "code", ok ? json_null() :
 					json_string(wsl_code_name(code))) != 0 ||
+		    (code == WSL_LOCK_CORRUPT && output_corrupt_next(c, &cands->items[i], next, sizeof(next)) &&
+		     json_object_set_new(item, "next", json_string(next)) != 0) ||
 		    json_array_append_new(list, item) != 0)
 			goto oom;
 	}

@@ -221,10 +221,7 @@ static int unsafe_lock(const char *ws, const struct lock_entry *e, struct wsl_er
 			     ws, e->problem);
 }
 
-/* Whether recover --force can clear the corrupt lock e, its workspace
- * aside: its bytes were read, it is not unsafe, its holder's kernel lock
- * is not held, and lock_path names its owner.json. */
-static bool corrupt_bytes_clearable(const struct lock_entry *e)
+bool lockrules_corrupt_bytes_clearable(const struct lock_entry *e)
 {
 	size_t n = strlen(e->lock_path), suffix = strlen("/owner.json");
 
@@ -235,7 +232,7 @@ static bool corrupt_bytes_clearable(const struct lock_entry *e)
 
 bool lockrules_corrupt_clearable(const struct lock_entry *e)
 {
-	return corrupt_bytes_clearable(e) && e->workspace_root[0] != '\0';
+	return lockrules_corrupt_bytes_clearable(e) && e->workspace_root[0] != '\0';
 }
 
 /* The details of a WSL_LOCK_CORRUPT error about e: its path, and, when
@@ -248,7 +245,7 @@ static void corrupt_details(struct wsl_error *err, const struct lock_entry *e,
 	if (e->workspace_root[0] != '\0')
 		ws = e->workspace_root;
 	wsl_error_detail(&err->path, e->lock_path);
-	err->corrupt_clearable = ws != NULL && corrupt_bytes_clearable(e);
+	err->corrupt_clearable = ws != NULL && lockrules_corrupt_bytes_clearable(e);
 	if (err->corrupt_clearable)
 		wsl_error_detail(&err->workspace_root, ws);
 }
@@ -496,6 +493,11 @@ bool lockrules_reclaimable(const struct lock_entry *e, bool force, char *why,
 	case WSL_LOCK_CORRUPT:
 		if (e->raw != NULL && e->workspace_root[0] != '\0') {
 			snprintf(why, len, "corrupt (%s): only 'wslock recover --force' with its exact bytes clears it",
+				 e->problem);
+		} else if (lockrules_corrupt_bytes_clearable(e)) {
+			/* Its key is a hash: only the one workspace it locks
+			 * finds it, so naming another clears nothing. */
+			snprintf(why, len, "corrupt (%s): it does not say which workspace it locks; only 'wslock recover --force' with its exact bytes, for that workspace, clears it",
 				 e->problem);
 		} else {
 			/* lock_path names .../locks/KEY/owner.json (or the

@@ -199,6 +199,12 @@ enum wsl_code lockrules_worse_code(enum wsl_code a, enum wsl_code b);
  * corrupt errors of the checks below set err->corrupt_clearable alike. */
 bool lockrules_corrupt_clearable(const struct lock_entry *e);
 
+/* As lockrules_corrupt_clearable, its workspace aside: a document that
+ * does not say which workspace it locks (not JSON, no workspace_root) is
+ * still cleared by recover run for the workspace it locks (the only one
+ * whose key finds it). */
+bool lockrules_corrupt_bytes_clearable(const struct lock_entry *e);
+
 /* ---- release, retain, take-over -------------------------------------- */
 
 /* 0 when e (read under the backend's compare) is token's own lock and may

@@ -325,18 +325,23 @@ static void recover_line(const char *pre, const char *ws, char *out, size_t len)
  * as it is, REASON unset, recover refuses (64: --reason needs 1..128
  * characters) and nothing changes: a --force is never ready-made. Only
  * for a workspace that exists (recover resolves it) and an owner.json
- * there is to copy (not an etcd key). */
+ * there is to copy (not an etcd key). ws NULL: the document does not say
+ * which workspace it locks; the line names "$WORKSPACE" for the user to
+ * set (unset, recover refuses too: 64). */
 static bool corrupt_line(const struct cli *c, const char *ws, const char *path,
 			 char *out, size_t len)
 {
 	char pre[PATH_MAX * 2 + 64], w[PATH_MAX * 4 + 8] = "", p[PATH_MAX * 4 + 8] = "";
 	struct stat st;
 
-	if (stat(ws, &st) != 0 || !S_ISDIR(st.st_mode) ||
+	if ((ws != NULL && (stat(ws, &st) != 0 || !S_ISDIR(st.st_mode))) ||
 	    stat(path, &st) != 0 || !S_ISREG(st.st_mode))	/* etcd: a key */
 		return false;
 	command_prefix(c, pre, sizeof(pre));
-	shell_word(ws, w, sizeof(w));
+	if (ws != NULL)
+		shell_word(ws, w, sizeof(w));
+	else
+		snprintf(w, sizeof(w), "\"$WORKSPACE\"");
 	shell_word(path, p, sizeof(p));
 	snprintf(out, len,
 		 "cp %s corrupt-owner.json && %s recover --force --reason \"$REASON\" --expected-owner corrupt-owner.json %s",
@@ -347,8 +352,10 @@ static bool corrupt_line(const struct cli *c, const char *ws, const char *path,
 bool output_corrupt_next(const struct cli *c, const struct lock_entry *e,
 			 char *out, size_t len)
 {
-	return lockrules_corrupt_clearable(e) &&
-		corrupt_line(c, e->workspace_root, e->lock_path, out, len);
+	if (lockrules_corrupt_clearable(e))
+		return corrupt_line(c, e->workspace_root, e->lock_path, out, len);
+	return e->workspace_root[0] == '\0' && lockrules_corrupt_bytes_clearable(e) &&
+		corrupt_line(c, NULL, e->lock_path, out, len);
 }
 
 /*
@@ -468,8 +475,14 @@ static void row_details(const struct cli *c, const struct lock_entry *e, const c
 	char line[PATH_MAX * 8 + 256];
 
 	if (e->state == LOCK_CORRUPT && output_corrupt_next(c, e, line, sizeof(line))) {
-		printf("%s  next: after checking the workspace, set REASON to why clearing it is safe and run:\n"
-		       "    %s\n", indent, line);
+		if (e->workspace_root[0] == '\0')
+			printf("%s  next: its document does not say which workspace it locks: set WORKSPACE to it\n"
+			       "%s  (only that workspace's key finds this lock), check it, set REASON to why\n"
+			       "%s  clearing it is safe and run:\n"
+			       "    %s\n", indent, indent, indent, line);
+		else
+			printf("%s  next: after checking the workspace, set REASON to why clearing it is safe and run:\n"
+			       "    %s\n", indent, line);
 		return;
 	}
 	if (!e->has_owner)

@@ -87,7 +87,9 @@ int output_table(const struct cli *c, const struct output_row *rows, size_t n);
  * bytes), "cp OWNER.JSON corrupt-owner.json && wslock recover --force
  * --reason \"$REASON\" --expected-owner corrupt-owner.json WS" (with -d or
  * the etcd options as needed); pasted without setting REASON it changes
- * nothing. Returns false, out untouched, when there is none. */
+ * nothing. For one whose document does not say which workspace it locks
+ * (lockrules_corrupt_bytes_clearable), WS is "$WORKSPACE", for the user to
+ * set. Returns false, out untouched, when there is none. */
 bool output_corrupt_next(const struct cli *c, const struct lock_entry *e,
 			 char *out, size_t len);
 

@@ -331,9 +331,37 @@ populate() {
 	run -0 --separate-stderr wsl reclaim --yes
 	jq_ok '(.skipped | length) == 4 and ([.skipped[].code] | sort) == ["WSLOCK_LIVENESS_UNKNOWN","WSLOCK_LOCK_CORRUPT","WSLOCK_OWNER_LIVE","WSLOCK_RECOVERY_REQUIRED"]'
 	# The corrupt lock is listed from locks/: its path cannot be known,
-	# so there is no command to propose; named, it is known.
-	jq_ok '[.skipped[] | select(.code == "WSLOCK_LOCK_CORRUPT")][0] | .workspace_root == null and .next == null'
+	# so the command proposed names "$WORKSPACE"; named, it is known.
+	jq_ok '[.skipped[] | select(.code == "WSLOCK_LOCK_CORRUPT")][0] | .workspace_root == null and (.next | endswith(" \"$WORKSPACE\""))'
 	run -65 --separate-stderr wsl reclaim --yes "$(W corrupt)"
 	jq_ok ".skipped[0].code == \"WSLOCK_LOCK_CORRUPT\" and (.skipped[0].next | startswith(\"cp $(lock_dir_of "$(W corrupt)")/owner.json \"))"
 	[[ $stderr == *"; next: $(json_get '.skipped[0].next') [WSLOCK_LOCK_CORRUPT]"* ]] || fail "stderr: $stderr"
+}
+
+@test "reclaim: a corrupt lock that does not say which workspace it locks gets the command that clears it (text and JSON), never a removal by hand" {
+	mkws a b
+	dead_acquired "$(W a)"
+	printf '{"broken":' | put_owner "$(W a)"
+	before=$(registry_snapshot)
+	run -0 --separate-stderr wsl reclaim --format text
+	[[ $output != *"by hand"* ]] || fail "text view: $output"
+	local line cmd
+	line=$(grep -F 'cp ' <<<"$output") || fail "no command in the text view: $output"
+	cmd=$(sed 's/^ *//' <<<"$line")
+	[[ $cmd == "cp $(lock_dir_of "$(W a)")/owner.json corrupt-owner.json && wslock "*" recover --force --reason \"\$REASON\" --expected-owner corrupt-owner.json \"\$WORKSPACE\"" ]] ||
+		fail "not the command: $cmd"
+	[[ $output == *"set WORKSPACE to it"* ]] || fail "WORKSPACE is not explained: $output"
+	run -0 --separate-stderr wsl reclaim
+	[ "$(json_get '.candidates[0].next')" = "$cmd" ] || fail "JSON next differs: $output"
+	[[ $(json_get '.candidates[0].why') != *"by hand"* ]] || fail "why: $output"
+	mkdir -p "$BATS_TEST_TMPDIR/paste"
+	cd "$BATS_TEST_TMPDIR/paste"
+	# Pasted as it is, or for another workspace, it changes nothing.
+	ln -sf "$WSLOCK" "$BATS_TEST_TMPDIR/paste/wslock"
+	PATH="$BATS_TEST_TMPDIR/paste:$PATH" run -64 sh -c "$cmd"
+	PATH="$BATS_TEST_TMPDIR/paste:$PATH" WORKSPACE=$(W b) REASON="checked" run -66 sh -c "$cmd"
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+	PATH="$BATS_TEST_TMPDIR/paste:$PATH" WORKSPACE=$(W a) REASON="checked: a crashed test" run -0 sh -c "$cmd"
+	run -0 wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
 }

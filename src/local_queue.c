@@ -21,13 +21,23 @@
 
 #define QUEUE_MAGIC "wslock-queue-1"
 #define QUEUE_SEQ_DIGITS 20
-/* An entry's bytes at most: the fields and two paths. */
-#define QUEUE_ENTRY_MAX (2 * PATH_MAX + WSL_PIDNS_MAX + MOUNTINFO_FS_MAX + 160)
+/* An entry's bytes at most: the fields and two paths per workspace (a
+ * waiter for several workspaces at once, registry_try_acquire_multi,
+ * writes one entry naming them all). */
+#define QUEUE_WS_BYTES (2 * PATH_MAX + MOUNTINFO_FS_MAX + 3)
+#define QUEUE_ENTRY_MAX (REGISTRY_MULTI_MAX * QUEUE_WS_BYTES + WSL_PIDNS_MAX + 160)
 
 /* What an entry asks for: two shared entries do not conflict. A binary
  * that knows only "exclusive" passes a shared entry over (never trusted,
  * never removed): the queue only orders, safety rests on locks/. */
 enum queue_mode { QUEUE_EXCLUSIVE, QUEUE_SHARED };
+
+/* A further workspace of an entry (the first is inline in the entry). */
+struct queue_ws {
+	char fs[MOUNTINFO_FS_MAX + 1];
+	char fspath[PATH_MAX];
+	char workspace[PATH_MAX];
+};
 
 /* One live entry as read from queue/. */
 struct queue_entry {
@@ -42,7 +52,28 @@ struct queue_entry {
 	char fs[MOUNTINFO_FS_MAX + 1];	/* "" when unknown */
 	char fspath[PATH_MAX];
 	char workspace[PATH_MAX];
+	struct queue_ws *more;		/* the further workspaces of a waiter
+					 * for several (malloc'd), or NULL */
+	size_t n_more;
 };
+
+/* Workspace i of e (0: the first) as its path, fs and fspath. */
+static void entry_ws(const struct queue_entry *e, size_t i, const char **ws,
+		     const char **fs, const char **fspath)
+{
+	const struct queue_ws *w = i > 0 ? &e->more[i - 1] : NULL;
+
+	*ws = w != NULL ? w->workspace : e->workspace;
+	*fs = w != NULL ? w->fs : e->fs;
+	*fspath = w != NULL ? w->fspath : e->fspath;
+}
+
+static void entry_free(struct queue_entry *e)
+{
+	free(e->more);
+	e->more = NULL;
+	e->n_more = 0;
+}
 
 struct local_queue *queue_state(struct registry *reg)
 {
@@ -138,7 +169,28 @@ static bool queue_parse(const char *buf, size_t len, struct queue_entry *e)
 		return false;	/* a mode this binary does not know */
 	errno = 0;
 	e->pid = strtol(pid, &end, 10);
-	return errno == 0 && *end == '\0' && e->pid > 0 && e->workspace[0] == '/';
+	if (errno != 0 || *end != '\0' || e->pid <= 0 || e->workspace[0] != '/')
+		return false;
+	/* A waiter for several workspaces: a triple (fs, fspath, path) for
+	 * each further one. */
+	while (at < len) {
+		struct queue_ws *w;
+
+		if (e->n_more + 1 >= REGISTRY_MULTI_MAX)
+			return false;
+		w = realloc(e->more, (e->n_more + 1) * sizeof(*w));
+		if (w == NULL)
+			return false;
+		e->more = w;
+		w = &e->more[e->n_more];
+		if (!queue_field(buf, len, &at, w->fs, sizeof(w->fs)) ||
+		    !queue_field(buf, len, &at, w->fspath, sizeof(w->fspath)) ||
+		    !queue_field(buf, len, &at, w->workspace, sizeof(w->workspace)) ||
+		    w->workspace[0] != '/')
+			return false;
+		e->n_more++;
+	}
+	return true;
 }
 
 /* One name of queue/, in SEQ order, and its entry once loaded. */
@@ -206,8 +258,10 @@ static int queue_slots(struct registry *reg, struct local_queue *q, struct queue
 
 static void queue_slots_free(struct queue_slot *slots, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		free(slots[i].name);
+		entry_free(&slots[i].e);
+	}
 	free(slots);
 }
 
@@ -224,6 +278,7 @@ static int queue_load(struct local_queue *q, struct queue_slot *s, bool gc,
 	char *buf;
 	struct stat st;
 	ssize_t len;
+	size_t cap;
 	int fd;
 
 	if (s->state != 0)
@@ -245,8 +300,11 @@ static int queue_load(struct local_queue *q, struct queue_slot *s, bool gc,
 			unlinkat(q->dir_fd, s->name, 0);
 		return 0;
 	}
-	buf = malloc(QUEUE_ENTRY_MAX);
-	len = buf != NULL ? fsx_read_all(fd, buf, QUEUE_ENTRY_MAX) : -1;
+	/* Sized by the file: most entries name one short path. */
+	cap = st.st_size > 0 && st.st_size < QUEUE_ENTRY_MAX ? (size_t)st.st_size + 1 :
+		QUEUE_ENTRY_MAX;
+	buf = malloc(cap);
+	len = buf != NULL ? fsx_read_all(fd, buf, cap) : -1;
 	fsx_close(fd);
 	if (len > 0 && queue_parse(buf, (size_t)len, &s->e)) {
 		snprintf(s->e.name, sizeof(s->e.name), "%s", s->name);
@@ -256,6 +314,8 @@ static int queue_load(struct local_queue *q, struct queue_slot *s, bool gc,
 		s->state = 1;
 	}
 	free(buf);
+	if (s->state <= 0)
+		entry_free(&s->e);
 	return s->state > 0;
 }
 
@@ -270,11 +330,30 @@ static bool queue_overlap(const char *ws_a, const char *fs_a, const char *fsp_a,
 	       (wspath_within(fsp_a, fsp_b) || wspath_within(fsp_b, fsp_a));
 }
 
+/* The first workspace of a that nests with one of b's (0-based), or -1. */
+static long queue_conflict_at(const struct queue_entry *a, const struct queue_entry *b)
+{
+	const char *wa, *fa, *pa, *wb, *fb, *pb;
+
+	for (size_t i = 0; i <= a->n_more; i++) {
+		entry_ws(a, i, &wa, &fa, &pa);
+		for (size_t j = 0; j <= b->n_more; j++) {
+			entry_ws(b, j, &wb, &fb, &pb);
+			if (queue_overlap(wa, fa, pa, wb, fb, pb))
+				return (long)i;
+		}
+	}
+	return -1;
+}
+
+/* Whether two entries conflict: some workspace of one nests with some
+ * workspace of the other (an entry for several workspaces stands in each
+ * of their queues at once, at one SEQ). */
 static bool queue_conflict(const struct queue_entry *a, const struct queue_entry *b)
 {
 	if (a->mode == QUEUE_SHARED && b->mode == QUEUE_SHARED)
 		return false;
-	return queue_overlap(a->workspace, a->fs, a->fspath, b->workspace, b->fs, b->fspath);
+	return queue_conflict_at(a, b) >= 0;
 }
 
 /* Whether the waiter of entry e is stopped (SIGSTOP, Ctrl-Z): by its pid
@@ -343,56 +422,89 @@ static bool queue_chain_inside(struct registry *reg, struct local_queue *q,
 	if (reg->inside == NULL)
 		return false;
 	for (i = 0; i < n; i++) {
-		char key[WSL_KEY_HEX + 1];
-		struct overlap *ov = NULL;
-		struct lock_entry e;
-		size_t m = 0;
-		bool inside = false, seen = false;
+		bool seen = false;
 
 		if (!in_chain[i])
 			continue;
 		/* Waiters for one workspace meet the same locks. */
 		for (j = i + 1; j < n && !seen; j++)
-			seen = in_chain[j] && strcmp(slots[j].e.workspace, slots[i].e.workspace) == 0;
+			seen = in_chain[j] && slots[i].e.n_more == 0 &&
+			       strcmp(slots[j].e.workspace, slots[i].e.workspace) == 0;
 		if (seen)
 			continue;
-		crypto_path_key(slots[i].e.workspace, key);
-		if (local_get_key(reg, key, false, &e, &ignored) == 0) {
-			inside = inside_lock(reg, q, &e, o->pid);
-			lock_entry_free(&e);
+		for (size_t w = 0; w <= slots[i].e.n_more; w++) {
+			const char *ws, *fs, *fspath;
+			char key[WSL_KEY_HEX + 1];
+			struct overlap *ov = NULL;
+			struct lock_entry e;
+			size_t m = 0;
+			bool inside = false;
+
+			entry_ws(&slots[i].e, w, &ws, &fs, &fspath);
+			crypto_path_key(ws, key);
+			if (local_get_key(reg, key, false, &e, &ignored) == 0) {
+				inside = inside_lock(reg, q, &e, o->pid);
+				lock_entry_free(&e);
+			}
+			if (!inside && local_overlaps(reg, ws, false, &ov, &m, &ignored) == 0)
+				for (j = 0; j < m && !inside; j++)
+					inside = inside_lock(reg, q, &ov[j].entry, o->pid);
+			lock_overlaps_free(ov, m);
+			wsl_error_clear(&ignored);
+			if (inside)
+				return true;
 		}
-		if (!inside && local_overlaps(reg, slots[i].e.workspace, false, &ov, &m, &ignored) == 0)
-			for (j = 0; j < m && !inside; j++)
-				inside = inside_lock(reg, q, &ov[j].entry, o->pid);
-		lock_overlaps_free(ov, m);
-		wsl_error_clear(&ignored);
-		if (inside)
-			return true;
 	}
 	return false;
 }
 
-/* Our own side of the conflict test, as an entry; with full, also what
- * only our own entry needs (pid namespace, arrival time). */
-static void queue_self(const struct registry *reg, const struct owner *o,
-		       struct queue_entry *me, bool full)
+/* Our own side of the conflict test, as an entry for the n workspaces
+ * of os[0..n) (one entry for all: it stands in every queue they need at
+ * one SEQ) in reg's mode; with full, also what only our own entry needs
+ * (pid namespace, arrival time). -1 (errno ENOMEM) when out of memory;
+ * entry_free it. */
+static int queue_self(const struct registry *reg, const struct owner *os, size_t n,
+		      struct queue_entry *me, bool full)
 {
 	memset(me, 0, sizeof(*me));
 	me->mode = reg->acquire_shared ? QUEUE_SHARED : QUEUE_EXCLUSIVE;
 	me->pid = (long)getpid();
-	snprintf(me->workspace, sizeof(me->workspace), "%s", o->workspace_root);
-	if (!owner_identity(o, o->workspace_root, me->fs, me->fspath))
+	snprintf(me->workspace, sizeof(me->workspace), "%s", os[0].workspace_root);
+	if (!owner_identity(&os[0], os[0].workspace_root, me->fs, me->fspath))
 		me->fs[0] = me->fspath[0] = '\0';
+	if (n > 1) {
+		me->more = calloc(n - 1, sizeof(*me->more));
+		if (me->more == NULL)
+			return -1;
+		me->n_more = n - 1;
+	}
+	for (size_t i = 1; i < n; i++) {
+		struct queue_ws *w = &me->more[i - 1];
+
+		snprintf(w->workspace, sizeof(w->workspace), "%s", os[i].workspace_root);
+		if (!owner_identity(&os[i], os[i].workspace_root, w->fs, w->fspath))
+			w->fs[0] = w->fspath[0] = '\0';
+	}
 	if (!full)
-		return;
+		return 0;
 	if (platform_pid_namespace(0, me->pidns) != 0)
 		me->pidns[0] = '\0';
 	platform_now_iso(me->since);
+	return 0;
+}
+
+/* Appends the NUL-terminated field f to buf (len bytes so far). */
+static void queue_put(char *buf, size_t *len, const char *f)
+{
+	size_t l = strlen(f) + 1;
+
+	memcpy(buf + *len, f, l);
+	*len += l;
 }
 
 /* Joins the queue as SEQ seq; the caller holds .coordination LOCK_EX. */
 static int queue_join(struct registry *reg, struct local_queue *q,
-		      const struct owner *o, unsigned long long seq,
+		      const struct owner *os, size_t n, unsigned long long seq,
 		      struct wsl_error *err)
 {
 	char rnd[9], name[QUEUE_NAME_MAX], pid[24];
@@ -411,25 +523,31 @@ static int queue_join(struct registry *reg, struct local_queue *q,
 		return wsl_error_errno(err, WSL_IO, errno, "cannot create %s/%s/%s",
 				       reg->path, QUEUE_DIR, name);
 	CRASH_POINT("queue:created");
+	memset(&me, 0, sizeof(me));
 	buf = malloc(QUEUE_ENTRY_MAX);
-	if (buf == NULL || fsx_flock(fd, LOCK_EX | LOCK_NB) != 0) {
-		wsl_error_errno(err, WSL_IO, buf == NULL ? ENOMEM : errno,
+	if (buf == NULL || fsx_flock(fd, LOCK_EX | LOCK_NB) != 0 ||
+	    queue_self(reg, os, n, &me, true) != 0) {
+		wsl_error_errno(err, WSL_IO, buf == NULL || errno == ENOMEM ? ENOMEM : errno,
 				"cannot lock %s/%s/%s", reg->path, QUEUE_DIR, name);
 		goto fail;
 	}
-	queue_self(reg, o, &me, true);
 	snprintf(pid, sizeof(pid), "%ld", me.pid);
 	{
 		const char *fields[] = { QUEUE_MAGIC,
 					 me.mode == QUEUE_SHARED ? "shared" : "exclusive",
 					 pid, me.pidns, me.since,
 					 me.fs, me.fspath, me.workspace };
-		for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-			size_t l = strlen(fields[i]) + 1;
-			memcpy(buf + len, fields[i], l);
-			len += l;
+		for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+			queue_put(buf, &len, fields[i]);
+		/* Several workspaces: one entry for all of them, so that it
+		 * takes its place in each of their queues at once. */
+		for (size_t i = 0; i < me.n_more; i++) {
+			queue_put(buf, &len, me.more[i].fs);
+			queue_put(buf, &len, me.more[i].fspath);
+			queue_put(buf, &len, me.more[i].workspace);
 		}
 	}
+	entry_free(&me);
 	if (fsx_write_all(fd, buf, len) != 0) {
 		wsl_error_errno(err, WSL_IO, errno, "cannot write %s/%s/%s", reg->path,
 				QUEUE_DIR, name);
@@ -442,6 +560,7 @@ static int queue_join(struct registry *reg, struct local_queue *q,
 	snprintf(q->name, sizeof(q->name), "%s", name);
 	return 0;
 fail:
+	entry_free(&me);
 	free(buf);
 	unlinkat(q->dir_fd, name, 0);
 	fsx_close(fd);
@@ -514,26 +633,33 @@ static void queue_chain(struct local_queue *q, struct queue_slot *slots, size_t 
 	}
 }
 
-/* Makes *conflict describe the waiter e queued ahead (a free workspace). */
-static void queued_conflict(struct lock_entry *conflict, const struct queue_entry *e)
+/* Makes *conflict describe the waiter e queued ahead (a free workspace),
+ * naming e's workspace that nests with one of me's. */
+static void queued_conflict(struct lock_entry *conflict, const struct queue_entry *e,
+			    const struct queue_entry *me)
 {
+	const char *ws, *fs, *fspath;
+	long at = queue_conflict_at(e, me);
+
+	entry_ws(e, at > 0 ? (size_t)at : 0, &ws, &fs, &fspath);
 	lock_entry_free(conflict);
 	conflict->state = LOCK_HELD;
 	conflict->queued = true;
 	conflict->probed = true;
 	conflict->liveness = LIVENESS_LIVE;
-	snprintf(conflict->workspace_root, sizeof(conflict->workspace_root), "%s", e->workspace);
-	crypto_path_key(e->workspace, conflict->key);
+	snprintf(conflict->workspace_root, sizeof(conflict->workspace_root), "%s", ws);
+	crypto_path_key(ws, conflict->key);
 	conflict->owner.pid = (pid_t)e->pid;
 	snprintf(conflict->owner.acquired_at, sizeof(conflict->owner.acquired_at), "%s", e->since);
 	snprintf(conflict->reason, sizeof(conflict->reason),
 		 "pid %ld waits in the queue for %s and arrived first (since %s)",
-		 e->pid, e->workspace, e->since);
+		 e->pid, ws, e->since);
 }
 
-int queue_check(struct registry *reg, const struct owner *o,
+int queue_check(struct registry *reg, const struct owner *os, size_t n_os,
 		struct lock_entry *conflict, struct wsl_error *err)
 {
+	const struct owner *o = &os[0];
 	struct local_queue *q = queue_state(reg);
 	struct queue_slot *slots = NULL;
 	struct wsl_error jerr = { 0 };
@@ -550,7 +676,10 @@ int queue_check(struct registry *reg, const struct owner *o,
 	if (queue_open_dir(reg, q, false, err) != 0 ||
 	    queue_slots(reg, q, &slots, &n, &max, err) != 0)
 		return -1;
-	queue_self(reg, o, &me, false);
+	if (queue_self(reg, os, n_os, &me, false) != 0) {
+		queue_slots_free(slots, n);
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	}
 	/* The nearest live, running waiter ahead whose workspace conflicts
 	 * (every entry is ahead of one not queued yet). */
 	for (i = n; i-- > 0 && !found;) {
@@ -587,13 +716,14 @@ int queue_check(struct registry *reg, const struct owner *o,
 		q->t_pid = p->pid;
 		snprintf(q->t_pidns, sizeof(q->t_pidns), "%s", p->pidns);
 		if (conflict->state == LOCK_FREE)
-			queued_conflict(conflict, p);
+			queued_conflict(conflict, p, &me);
 	} else {
 		/* No waiter ahead, or it would wait for itself: only real
 		 * locks count (the deadlock rule atop local_wait.c). */
 		queue_target_lock(q, conflict);
 	}
 	queue_slots_free(slots, n);
+	entry_free(&me);
 	/* Joined only to wait: at a conflict, once the caller prepared a
 	 * wait, or said it will wait (reg->queue_early) and the conflict is
 	 * one that waiting can end (a live or unknown holder, a waiter: a
@@ -603,7 +733,7 @@ int queue_check(struct registry *reg, const struct owner *o,
 			 (conflict->queued || (conflict->state == LOCK_HELD &&
 					       conflict->liveness != LIVENESS_DEAD)))) &&
 	    q->fd < 0 && conflict->state != LOCK_FREE &&
-	    queue_join(reg, q, o, max + 1, &jerr) != 0)
+	    queue_join(reg, q, os, n_os, max + 1, &jerr) != 0)
 		wsl_error_clear(&jerr);
 	return 0;
 }

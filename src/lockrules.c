@@ -135,9 +135,14 @@ size_t lockrules_representative(const struct lock_entry *h, size_t n)
 	return best;
 }
 
+bool lockrules_conflict_worse(const struct lock_entry *cand, const struct lock_entry *best)
+{
+	return conflict_rank(cand) > conflict_rank(best);
+}
+
 void lockrules_conflict_keep(struct lock_entry *best, struct lock_entry *cand)
 {
-	if (best->state == LOCK_FREE || conflict_rank(cand) > conflict_rank(best)) {
+	if (best->state == LOCK_FREE || lockrules_conflict_worse(cand, best)) {
 		lock_entry_free(best);
 		*best = *cand;
 	} else {

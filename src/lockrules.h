@@ -146,6 +146,11 @@ size_t lockrules_representative(const struct lock_entry *h, size_t n);
  * empty. The one ranking of conflicts, used by every backend. */
 void lockrules_conflict_keep(struct lock_entry *best, struct lock_entry *cand);
 
+/* Whether conflict cand ranks before best in that order (strictly: of
+ * two alike, the one found first is kept), as lockrules_conflict_keep
+ * decides; acquires of several workspaces rank theirs so. */
+bool lockrules_conflict_worse(const struct lock_entry *cand, const struct lock_entry *best);
+
 /* Keeps own, the lock read on the wanted workspace itself, as a candidate
  * (lockrules_conflict_keep) when it is held, retained or corrupt; a
  * corrupt one is named by workspace, since its document names nothing.

@@ -295,6 +295,36 @@ int registry_try_acquire(struct registry *reg, const struct owner *o,
 	return reg->ops->try_acquire(reg, o, dl, live_fd, conflict, err);
 }
 
+int registry_multi_check(const struct registry *reg, size_t n, struct wsl_error *err)
+{
+	if (n > REGISTRY_MULTI_MAX)
+		return wsl_error_set(err, WSL_USAGE, "at most %d workspaces at once, not %zu",
+				     REGISTRY_MULTI_MAX, n);
+	if (n > 1 && reg->acquire_shared)
+		return wsl_error_set(err, WSL_USAGE,
+				     "--shared takes one workspace; several at once are exclusive");
+	if (n > 1 && reg->ops->try_acquire_multi == NULL)
+		return wsl_error_set(err, WSL_USAGE,
+				     "several workspaces at once are not supported by the %s backend yet; lock them one at a time (nested runs), or use the local backend",
+				     reg->ops->name);
+	return 0;
+}
+
+int registry_try_acquire_multi(struct registry *reg, const struct owner *os, size_t n,
+			       const struct registry_deadline *dl, int *live_fds,
+			       struct lock_entry *conflict, size_t *which,
+			       struct wsl_error *err)
+{
+	*which = 0;
+	if (n == 1)
+		return registry_try_acquire(reg, os, dl, live_fds, conflict, err);
+	memset(conflict, 0, sizeof(*conflict));
+	conflict->state = LOCK_FREE;
+	if (registry_multi_check(reg, n, err) != 0)
+		return -1;
+	return reg->ops->try_acquire_multi(reg, os, n, dl, live_fds, conflict, which, err);
+}
+
 int registry_release(struct registry *reg, const char *workspace,
 		     const char *token, struct owner *released,
 		     struct wsl_error *err)

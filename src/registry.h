@@ -291,6 +291,36 @@ int registry_try_acquire(struct registry *reg, const struct owner *o,
 			 const struct registry_deadline *dl, int *live_fd,
 			 struct lock_entry *conflict, struct wsl_error *err);
 
+/* Workspaces one acquire or run may take at once. */
+#define REGISTRY_MULTI_MAX 16
+
+/*
+ * Fails with WSL_USAGE when reg's backend cannot take n > 1 workspaces
+ * at once (etcd today: its one transaction for all is not written), else
+ * returns 0; n of 0 or 1 always passes.
+ */
+int registry_multi_check(const struct registry *reg, size_t n, struct wsl_error *err);
+
+/*
+ * registry_try_acquire for the n owners os[0..n) (one per workspace, the
+ * workspaces given in that order, none nesting with another), all or
+ * none, in one critical section (local: one hold of the exclusive
+ * coordination lock): every workspace is checked, then every lock is
+ * published, in order; when a publish fails, the ones before it are
+ * removed again. live_fds[0..n) (or NULL) get the live files as live_fd
+ * does. A conflict on any of them is reported in *conflict (the one
+ * waiting cannot cure first, else the first in argument order) and *which
+ * gets its index in os. When waiting was prepared, the caller's queue
+ * entry names every workspace, so that it takes its place in each of
+ * their queues at once (local_wait.c). A crash between two publishes
+ * leaves the first ones as locks of a dead owner (recovery required),
+ * the rest free; see local_multi.c. n == 1 is registry_try_acquire.
+ */
+int registry_try_acquire_multi(struct registry *reg, const struct owner *os, size_t n,
+			       const struct registry_deadline *dl, int *live_fds,
+			       struct lock_entry *conflict, size_t *which,
+			       struct wsl_error *err);
+
 /*
  * Releases the lock of workspace if its owner's token is token: the lock
  * directory is renamed out of locks/ into tmp/ (atomic), then its nest

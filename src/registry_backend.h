@@ -29,6 +29,11 @@ struct registry_ops {
 	int (*try_acquire)(struct registry *reg, const struct owner *o,
 			   const struct registry_deadline *dl, int *live_fd, struct lock_entry *conflict,
 			   struct wsl_error *err);
+	/* optional: several workspaces at once; NULL: refused (usage) */
+	int (*try_acquire_multi)(struct registry *reg, const struct owner *os, size_t n,
+				 const struct registry_deadline *dl, int *live_fds,
+				 struct lock_entry *conflict, size_t *which,
+				 struct wsl_error *err);
 	int (*release)(struct registry *reg, const char *workspace,
 		       const char *token, struct owner *released,
 		       struct wsl_error *err);

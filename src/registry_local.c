@@ -378,8 +378,8 @@ void stage_name(char out[STAGE_NAME_MAX], const char *prefix)
 
 /* Writes and publishes o; the caller holds the coordination lock and has
  * checked that nothing overlaps. */
-static int publish(struct registry *reg, const struct owner *o, int *live_fd,
-		   struct wsl_error *err)
+int publish(struct registry *reg, const struct owner *o, int *live_fd,
+	    struct wsl_error *err)
 {
 	char key[WSL_KEY_HEX + 1], stage[STAGE_NAME_MAX], path[PATH_MAX];
 	struct marker_ctx m;
@@ -456,54 +456,38 @@ fail:
 	return -1;
 }
 
-static int local_try_acquire(struct registry *reg, const struct owner *o,
-			     const struct registry_deadline *dl, int *live_fd,
-			     struct lock_entry *conflict, struct wsl_error *err)
+int local_check_locks(struct registry *reg, const struct owner *o,
+		      struct lock_entry *conflict, bool *join, struct wsl_error *err)
 {
 	char key[WSL_KEY_HEX + 1];
 	struct overlap *ov = NULL;
 	struct lock_entry self;
 	size_t n = 0, i;
 	int rc = -1;
-	bool join;
 
 	memset(conflict, 0, sizeof(*conflict));
 	conflict->state = LOCK_FREE;
-	if (local_lock(reg, LOCK_EX, dl, err) != 0)
-		return -1;
 	crypto_path_key(o->workspace_root, key);
 	if (local_get_key(reg, key, true, &self, err) != 0)
-		goto out;
+		return -1;
 	/* A shared request joins a shared lock (lockrules_compatible). */
-	join = lockrules_compatible(reg->acquire_shared, &self);
-	if (join)
+	*join = lockrules_compatible(reg->acquire_shared, &self);
+	if (*join)
 		lock_entry_free(&self);
 	lockrules_conflict_keep_own(conflict, &self, o->workspace_root);
 	/* The same directory locked through another path. */
 	if (identity_self(reg, o->workspace_root, key, true, &self, err) != 0)
-		goto out;
+		return -1;
 	if (self.state != LOCK_FREE && !lockrules_compatible(reg->acquire_shared, &self))
 		lockrules_conflict_keep(conflict, &self);
 	lock_entry_free(&self);
-	if (local_overlaps(reg, o->workspace_root, true, &ov, &n, err) != 0)
-		goto out;
-	for (i = 0; i < n; i++)
-		if (!lockrules_compatible(reg->acquire_shared, &ov[i].entry))
-			lockrules_conflict_keep(conflict, &ov[i].entry);
-	/* The FIFO wait queue (local_wait.c): no barging past a waiter. */
-	if (queue_check(reg, o, conflict, err) != 0)
-		goto out;
-	if (conflict->state != LOCK_FREE) {
-		rc = ACQUIRE_CONFLICT;
-		goto out;
+	if (local_overlaps(reg, o->workspace_root, true, &ov, &n, err) == 0) {
+		for (i = 0; i < n; i++)
+			if (!lockrules_compatible(reg->acquire_shared, &ov[i].entry))
+				lockrules_conflict_keep(conflict, &ov[i].entry);
+		rc = 0;
 	}
-	rc = (join ? shared_join(reg, o, key, live_fd, err) : publish(reg, o, live_fd, err)) == 0 ?
-		ACQUIRE_DONE : -1;
-out:
 	lock_overlaps_free(ov, n);
-	local_unlock(reg);
-	if (rc == ACQUIRE_DONE)
-		queue_leave(reg);	/* wakes the waiter behind */
 	return rc;
 }
 
@@ -885,6 +869,7 @@ const struct registry_ops registry_local_ops = {
 	.get = local_get,
 	.overlaps = local_overlaps,
 	.try_acquire = local_try_acquire,
+	.try_acquire_multi = local_try_acquire_multi,
 	.release = local_release,
 	.list = local_list,
 	.take_over = local_take_over,

@@ -91,6 +91,24 @@ int local_read_dir(struct registry *reg, const char *key, int fd,
 int unpublish(struct registry *reg, const char *key, const char *workspace,
 	      const struct owner *o, char *later, struct wsl_error *err);
 
+/* The lock checks of an acquire of o, under the exclusive coordination
+ * lock: the lock on its workspace (by path and by identity) and those on
+ * its ancestors and descendants, into *conflict (LOCK_FREE: none; else
+ * the one lockrules_conflict_keep ranks first; a shared request is not in
+ * conflict with shared locks, lockrules_compatible); *join: the workspace
+ * holds a shared lock that a shared request joins (shared_join), not
+ * publish. 0, or -1 with err. */
+int local_check_locks(struct registry *reg, const struct owner *o,
+		      struct lock_entry *conflict, bool *join, struct wsl_error *err);
+
+/* Writes and publishes o as the lock of its workspace (the steps and
+ * crash points atop registry_local.c), keeping its live file as
+ * registry_try_acquire says; the caller holds the exclusive coordination
+ * lock and has checked that nothing conflicts. 0, or -1 with err (nothing
+ * published). */
+int publish(struct registry *reg, const struct owner *o, int *live_fd,
+	    struct wsl_error *err);
+
 /* Marks *e corrupt (LOCK_CORRUPT) with the reason why. */
 void set_corrupt(struct lock_entry *e, const char *why);
 
@@ -296,8 +314,21 @@ struct local_queue *queue_state(struct registry *reg);
 bool queue_stopped_pid(long pid, const char *pidns, dev_t dev, ino_t ino);
 
 
+/* ---- local_multi.c: the acquire of one or several workspaces ---- */
+
+/* The registry contract's try_acquire and try_acquire_multi (registry.h). */
+int local_try_acquire(struct registry *reg, const struct owner *o,
+		      const struct registry_deadline *dl, int *live_fd,
+		      struct lock_entry *conflict, struct wsl_error *err);
+int local_try_acquire_multi(struct registry *reg, const struct owner *os, size_t n,
+			    const struct registry_deadline *dl, int *live_fds,
+			    struct lock_entry *conflict, size_t *which,
+			    struct wsl_error *err);
+
 /* Under the exclusive coordination lock, after the lock checks of an
- * acquire of o: the queue's part of the verdict. *conflict is the lock
+ * acquire of os[0..n) (one workspace, or several at once: then one entry
+ * names them all, standing in each of their queues at one SEQ): the
+ * queue's part of the verdict. *conflict is the lock
  * conflict found (LOCK_FREE: none). A conflicting waiter that arrived
  * earlier and still waits makes a free workspace a conflict too (no
  * barging): then *conflict describes that waiter (queued set). Records
@@ -305,7 +336,7 @@ bool queue_stopped_pid(long pid, const char *pidns, dev_t dev, ino_t ino);
  * conflict's holder), joins the queue on a conflict once
  * local_wait_prepare asked for it, collects abandoned entries, and wakes
  * the successors of stopped waiters it passes over. 0, or -1 with err. */
-int queue_check(struct registry *reg, const struct owner *o,
+int queue_check(struct registry *reg, const struct owner *os, size_t n,
 		struct lock_entry *conflict, struct wsl_error *err);
 
 /* Leaves the queue if queued (no error): the entry is closed, which wakes

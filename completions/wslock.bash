@@ -188,8 +188,9 @@ _wslock()
 		return 0
 	fi
 
-	# Positionals: one WORKSPACE (reclaim: any number), then `--` and a
-	# command for run, recover and reclaim.
+	# Positionals: WORKSPACE... (recover: one), then `--` and a command
+	# for run, recover and reclaim. After run's first workspace an empty
+	# word offers `--`, a started one a further workspace.
 	case $sub in
 	reclaim)
 		_wslock_dirs "$cur" ;;
@@ -199,15 +200,17 @@ _wslock()
 		for a in "${COMP_WORDS[@]:subi:COMP_CWORD-subi}"; do
 			[[ $a == --all || $a == --registry || $a == --operation-id* ]] && return 0
 		done
-		((npos == 0)) && _wslock_dirs "$cur" ;;
+		_wslock_dirs "$cur" ;;
 	run | recover)
 		if ((npos == 0)); then
 			_wslock_dirs "$cur"
 		elif [[ -z $cur ]]; then
 			COMPREPLY=(--)
+		elif [[ $sub == run ]]; then
+			_wslock_dirs "$cur"
 		fi ;;
 	*)
-		((npos == 0)) && _wslock_dirs "$cur" ;;
+		_wslock_dirs "$cur" ;;
 	esac
 	return 0
 }

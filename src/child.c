@@ -50,11 +50,46 @@ int child_block_signals(sigset_t *orig, struct wsl_error *err)
 	return fd;
 }
 
+/* WSLOCK_WORKSPACES (workspace, then os[1..n)'s, one a line) and
+ * WSLOCK_OWNERS (the JSON array of os[0..n)), for a run of one workspace
+ * too, so that a script reads them the same way either way. */
+static int set_child_env_all(const struct owner *os, size_t n, const char *workspace,
+			     struct wsl_error *err)
+{
+	size_t len = strlen(workspace) + 1;
+	json_t *owners = json_array();
+	char *list, *doc;
+	int rc = 0;
+
+	for (size_t i = 1; i < n; i++)
+		len += strlen(os[i].workspace_root) + 1;
+	list = malloc(len);
+	for (size_t i = 0; owners != NULL && i < n; i++)
+		json_array_append_new(owners, owner_to_json(&os[i]));
+	doc = owners != NULL ? json_dumps(owners, JSON_COMPACT) : NULL;
+	json_decref(owners);
+	if (list == NULL || doc == NULL) {
+		free(list);
+		free(doc);
+		return wsl_error_set(err, WSL_INTERNAL, "cannot format the owner documents");
+	}
+	snprintf(list, len, "%s", workspace);
+	for (size_t i = 1, at = strlen(list); i < n; i++)
+		at += (size_t)snprintf(list + at, len - at, "\n%s", os[i].workspace_root);
+	if (setenv("WSLOCK_WORKSPACES", list, 1) != 0 || setenv("WSLOCK_OWNERS", doc, 1) != 0)
+		rc = wsl_error_errno(err, WSL_OS, errno, "cannot set the environment");
+	free(list);
+	free(doc);
+	return rc;
+}
+
 /* The child's environment: workspace (its own, for a nested run below
- * the outer's workspace) and the owner o of the lock it runs under. */
-static int set_child_env(const struct registry *reg, const struct owner *o,
+ * the outer's workspace) and the owners os[0..n) of the locks it runs
+ * under (WSLOCK_OWNER and WSLOCK_TOKEN: the first's). */
+static int set_child_env(const struct registry *reg, const struct owner *os, size_t n,
 			 const char *workspace, struct wsl_error *err)
 {
+	const struct owner *o = &os[0];
 	char *doc = owner_format(o, false);
 	char fence[32];
 	int rc = 0;
@@ -68,7 +103,7 @@ static int set_child_env(const struct registry *reg, const struct owner *o,
 	    (reg->fence > 0 ? setenv("WSLOCK_FENCE", fence, 1) : unsetenv("WSLOCK_FENCE")) != 0)
 		rc = wsl_error_errno(err, WSL_OS, errno, "cannot set the environment");
 	free(doc);
-	return rc;
+	return rc == 0 ? set_child_env_all(os, n, workspace, err) : rc;
 }
 
 /* Reads one signal from the signalfd and forwards SIGTERM, SIGHUP, SIGUSR1
@@ -103,6 +138,7 @@ static int supervise(struct registry *reg, const struct owner *o,
 	if (next_ms >= 0)	/* a lease: its keeper runs the command */
 		return keeper_supervise(reg, o, ch, wstatus, err);
 	spawn_list_fds(live_fd, &fds);
+	spawn_keep_fds(&fds, ch->more_fds, ch->n_more_fds);
 	child = fork();
 	if (child < 0)
 		return wsl_error_errno(err, WSL_OS, errno, "cannot fork");
@@ -238,20 +274,34 @@ static int let_go(struct cli *c, struct registry *reg, const struct owner *o,
 int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
 		   int live_fd, const struct child *ch)
 {
-	struct wsl_error err = { 0 };
-	int wstatus = 0, status, nfd = -1;
+	return child_run_held_multi(c, reg, o, 1, &live_fd, ch);
+}
 
-	if (set_child_env(reg, o, o->workspace_root, &err) != 0 ||
-	    supervise(reg, o, ch, live_fd, &wstatus, &err) != 0) {
+int child_run_held_multi(struct cli *c, struct registry *reg, const struct owner *os,
+			 size_t n, int *live_fds, const struct child *ch)
+{
+	struct wsl_error err = { 0 };
+	struct child run = *ch;
+	int wstatus = 0, status, wstatus_ok, nfd[REGISTRY_MULTI_MAX];
+	size_t i;
+
+	/* The command inherits every live file: each lock is live while
+	 * it runs, even if this wslock is killed. */
+	run.more_fds = live_fds + 1;
+	run.n_more_fds = (int)n - 1;
+	if (set_child_env(reg, os, n, os[0].workspace_root, &err) != 0 ||
+	    supervise(reg, &os[0], &run, live_fds[0], &wstatus, &err) != 0) {
 		/* The child never ran, or the lock was lost under it: release
 		 * what is still ours (never another owner's), then report. A
 		 * lost lock is not ours: no release to wait for. */
 		struct wsl_error rerr = { 0 };
-		if (err.code != WSL_OWNERSHIP_LOST)
-			registry_release(reg, o->workspace_root, o->token, NULL, &rerr);
-		wsl_error_clear(&rerr);
+		for (i = 0; i < n; i++) {
+			if (err.code != WSL_OWNERSHIP_LOST)
+				registry_release(reg, os[i].workspace_root, os[i].token, NULL, &rerr);
+			wsl_error_clear(&rerr);
+			fsx_close(live_fds[i]);
+		}
 		keeper_done();
-		fsx_close(live_fd);
 		status = output_error(c, &err);
 		wsl_error_clear(&err);
 		return status;
@@ -260,10 +310,22 @@ int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
 	 * and the release waits for the registry as long as it must (-w/-n
 	 * bounded getting the lock, not giving it back). */
 	registry_coord_bound(reg, false, -1);
-	wait_nested(c, reg, o, &nfd);
-	status = let_go(c, reg, o, ch, wstatus);
-	fsx_close(live_fd);
-	fsx_close(nfd);
+	for (i = 0; i < n; i++) {
+		nfd[i] = -1;
+		wait_nested(c, reg, &os[i], &nfd[i]);
+	}
+	/* Each lock is let go (released, or retained on failure) even when
+	 * another one's fails: that one's error is the status. */
+	status = WIFSIGNALED(wstatus) ? 128 + WTERMSIG(wstatus) : WEXITSTATUS(wstatus);
+	for (i = 0, wstatus_ok = status; i < n; i++) {
+		int s = let_go(c, reg, &os[i], ch, wstatus);
+		if (s != wstatus_ok)
+			status = s;
+	}
+	for (i = 0; i < n; i++) {
+		fsx_close(live_fds[i]);
+		fsx_close(nfd[i]);
+	}
 	return status;
 }
 
@@ -273,7 +335,7 @@ int child_run_nested(struct cli *c, struct registry *reg, const struct lock_entr
 	struct wsl_error err = { 0 };
 	int wstatus = 0, status;
 
-	if (set_child_env(reg, &outer->owner, workspace, &err) != 0 ||
+	if (set_child_env(reg, &outer->owner, 1, workspace, &err) != 0 ||
 	    supervise(reg, &outer->owner, ch, nest_fd, &wstatus, &err) != 0) {
 		fsx_flock(nest_fd, LOCK_UN);
 		fsx_close(nest_fd);

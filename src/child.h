@@ -44,6 +44,18 @@ int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
 		   int live_fd, const struct child *ch);
 
 /*
+ * child_run_held for the n locks of os[0..n) taken at once
+ * (hold_acquire_multi): the child inherits every live file
+ * (live_fds[0..n)), gets WSLOCK_WORKSPACE, WSLOCK_TOKEN and WSLOCK_OWNER
+ * of the first and WSLOCK_WORKSPACES (one a line) and WSLOCK_OWNERS (a
+ * JSON array) of all; then each lock is released (or retained), each
+ * after the runs nested under it. Closes the live files. n == 1 is
+ * child_run_held, which sets WSLOCK_WORKSPACES and WSLOCK_OWNERS alike.
+ */
+int child_run_held_multi(struct cli *c, struct registry *reg, const struct owner *os,
+			 size_t n, int *live_fds, const struct child *ch);
+
+/*
  * A run nested under outer's lock (proven by nest_find) on
  * workspace (outer's or below it): runs ch->cmd like child_run_held,
  * with WSLOCK_WORKSPACE set to workspace and WSLOCK_TOKEN/WSLOCK_OWNER to

@@ -3,6 +3,7 @@
 #include "cli.h"
 #include "fsx.h"
 #include "hold.h"
+#include "hold_multi.h"
 #include "keeper_pid.h"
 #include "output.h"
 
@@ -114,6 +115,90 @@ static int give_back(struct cli *c, struct registry *reg, const struct owner *o,
 	return status;
 }
 
+/* Blocks SIGINT, SIGTERM and SIGHUP and returns a signalfd of them: a
+ * signal ends a wait cleanly; once published, the holder is the caller. */
+static int acquire_signals(void)
+{
+	sigset_t mask, old;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, &old);
+	return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+/* acquire WS1 WS2...: all of them or none (hold_acquire_multi); prints
+ * {"owners":[...]}, one owner document per workspace in argument order,
+ * all with one token (`release --token T WS1 WS2...` releases them). */
+static int acquire_multi(struct cli *c, struct acquire_args *a, char **args, size_t n)
+{
+	struct wsl_error err = { 0 };
+	struct hold_set set;
+	struct registry reg;
+	sigset_t mask;
+	json_t *out, *list;
+	int rc, status = 0;
+
+	memset(&reg, 0, sizeof(reg));
+	rc = hold_set_open(&set, &reg, &c->reg_cfg, args, n, &err);
+	if (rc == 0)
+		rc = hold_set_owners(&set, (pid_t)a->pid,
+				     a->hold.purpose ? a->hold.purpose : "acquire",
+				     a->hold.operation_id, &err);
+	if (rc != 0) {
+		hold_set_free(&set);
+		registry_close(&reg);
+		return output_error(c, &err);
+	}
+	a->hold.wait.sigfd = acquire_signals();
+	rc = hold_acquire_multi(c, &reg, set.os, n, &a->hold.wait, NULL, &err);
+	if (rc == 0 && a->hold.wait.sigfd >= 0) {
+		/* Interrupted while publishing: the caller will not learn the
+		 * token, so nobody could release the locks. Give them back. */
+		struct signalfd_siginfo si;
+		if (read(a->hold.wait.sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+			for (size_t i = 0; i < n; i++) {
+				registry_release(&reg, set.ws[i], set.os[i].token, NULL, &err);
+				wsl_error_clear(&err);
+			}
+			rc = (int)si.ssi_signo;
+		}
+	}
+	if (a->hold.wait.sigfd >= 0)
+		close(a->hold.wait.sigfd);
+	if (rc != 0) {
+		if (rc > 0)
+			status = 128 + rc;
+		else {
+			status = hold_conflict_status(&a->hold.wait, &err);
+			if (!hold_conflict_silent(c, &a->hold.wait, &err))
+				output_error(c, &err);
+			wsl_error_clear(&err);
+		}
+		hold_set_free(&set);
+		registry_close(&reg);
+		return status;
+	}
+	out = json_object();
+	list = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(list, owner_to_json(&set.os[i]));
+	json_object_set_new(out, "owners", list);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGPIPE);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	if (output_json_write(c, out) != 0) {
+		int e = errno;
+		for (size_t i = 0; i < n; i++)
+			status = give_back(c, &reg, &set.os[i], e);
+	}
+	hold_set_free(&set);
+	registry_close(&reg);
+	return status;
+}
+
 static int acquire_main(struct cli *c, int argc, char **argv)
 {
 	struct acquire_args a = { .hold.wait = { false, -1, -1, -1, false }, .pid = 0 };
@@ -131,15 +216,16 @@ static int acquire_main(struct cli *c, int argc, char **argv)
 	first = cli_parse(c, &cmd_acquire, argc, argv, acquire_option, &a, &status);
 	if (first < 0)
 		return status;
-	if (argc - first != 1)
-		return output_usage(c, argc - first == 0 ? "acquire needs a WORKSPACE" :
-				 "acquire takes one WORKSPACE");
+	if (argc - first == 0)
+		return output_usage(c, "acquire needs a WORKSPACE");
 	if (a.pid == 0)
 		a.pid = getppid();
 	if (a.pid == 1)
 		return output_usage(c, "acquire's parent is pid 1 (an entrypoint or init), which every process descends from; name the holder with --pid");
 	a.hold.wait.holder_must_live = true;
 	c->reg_cfg.shared = a.shared;
+	if (argc - first > 1)
+		return acquire_multi(c, &a, argv + first, (size_t)(argc - first));
 	if (registry_open_for(&reg, &c->reg_cfg, argv[first], false, true, ws, &err) != 0)
 		return output_error(c, &err);
 	if (owner_build(&o, ws, (pid_t)a.pid,
@@ -206,8 +292,8 @@ static int acquire_main(struct cli *c, int argc, char **argv)
 }
 
 const struct cli_command cmd_acquire = {
-	"acquire", acquire_main, "[options] WORKSPACE",
-	"Lock WORKSPACE for a holder that outlives wslock and print the owner document.",
+	"acquire", acquire_main, "[options] WORKSPACE...",
+	"Lock WORKSPACE (or each, all or none) for a holder that outlives wslock and print the owner document.",
 	acquire_options,
 	"The holder is --pid (default: wslock's parent process). Inside $(...) that\n"
 	"parent is a short-lived subshell, so scripts write:\n"
@@ -218,5 +304,9 @@ const struct cli_command cmd_acquire = {
 	"stops when it exits (the lock is then left, dead: recovery required) or\n"
 	"at release; the output carries the fencing token as \"fence\".\n"
 	"If the owner document cannot be written (a full disk, a closed pipe), the\n"
-	"lock is released again and acquire exits 74 (WSLOCK_IO).\n",
+	"lock is released again and acquire exits 74 (WSLOCK_IO).\n"
+	"Several workspaces are locked all at once or not at all; acquire then prints\n"
+	"{\"owners\":[...]}, one document each, all with one token:\n"
+	"  token=$(wslock acquire --pid $$ A B | jq -r '.owners[0].token')\n"
+	"  ...; wslock release --token \"$token\" A B\n",
 };

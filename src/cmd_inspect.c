@@ -244,9 +244,13 @@ static int inspect_all(struct cli *c, struct registry *reg, bool text,
 	return inspect_stream(c, reg, NULL, err);
 }
 
-/* Prints out, unless silent (--exit-status -q: the status says it all). */
-static int emit(struct cli *c, json_t *out, bool silent)
+/* Prints out, unless silent (--exit-status -q: the status says it all);
+ * with several workspaces, appends it to collect instead (NULL: one). */
+static int emit(struct cli *c, json_t *out, bool silent, json_t *collect)
 {
+	if (!silent && collect != NULL)
+		return json_array_append_new(collect, out) == 0 ? 0 :
+			(output_notice("out of memory"), 71);
 	if (!silent)
 		return output_json(c, out);
 	json_decref(out);
@@ -257,7 +261,8 @@ static int emit(struct cli *c, json_t *out, bool silent)
  * the exit status --exit-status gives: the worst state of those locks
  * (lockrules_worse_code). */
 static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
-		       const struct inspect_args *a, int *state, struct wsl_error *err)
+		       const struct inspect_args *a, int *state, json_t *collect,
+		       struct wsl_error *err)
 {
 	bool owner_only = a->owner_only, text = a->text;
 	bool silent = a->exit_status && c->quiet;
@@ -278,7 +283,7 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 	if (owner_only && !a->exit_status) {
 		out = e.has_owner ? owner_to_json(&e.owner) : json_null();
 		lock_entry_free(&e);
-		return emit(c, out, silent);
+		return emit(c, out, silent, collect);
 	}
 	if (registry_overlaps(reg, ws, true, &ov, &n, err) != 0) {
 		lock_entry_free(&e);
@@ -293,7 +298,7 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 		out = e.has_owner ? owner_to_json(&e.owner) : json_null();
 		lock_entry_free(&e);
 		lock_overlaps_free(ov, n);
-		return emit(c, out, silent);
+		return emit(c, out, silent, collect);
 	}
 	if (e.state == LOCK_FREE && n == 0 && stat(ws, &st) != 0) {
 		lock_entry_free(&e);
@@ -354,7 +359,48 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 		return wsl_error_set(err, WSL_OS, "out of memory");
 	}
 	json_decref(list);
-	return output_json(c, out);
+	return emit(c, out, false, collect);
+}
+
+/* inspect WS1 WS2...: {"workspaces":[...]} (or, with --owner,
+ * {"owners":[...]}), each item exactly what inspect of that one prints;
+ * --format text prints each table in turn; *state gets the worst
+ * --exit-status of them (65 before 69 before 75 before 0). */
+static int inspect_several(struct cli *c, struct registry *reg, char **args, size_t n,
+			   const struct inspect_args *a, int *state, struct wsl_error *err)
+{
+	/* The --exit-status statuses, best first (lockrules_worse_code). */
+	static const int order[] = { 0, 75, 69, 65 };
+	json_t *collect = a->text ? NULL : json_array();
+	size_t worst = 0;
+	int rc = 0;
+
+	if (!a->text && collect == NULL)
+		return wsl_error_set(err, WSL_OS, "out of memory");
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		int one = 0;
+		size_t r = 0;
+
+		rc = inspect_one(c, reg, args[i], a, &one, collect, err);
+		while (r < 3 && order[r] != one)
+			r++;
+		if (r > worst)
+			worst = r;
+	}
+	*state = order[worst];
+	if (rc != 0 || collect == NULL) {
+		json_decref(collect);
+		return rc;
+	}
+	if (a->exit_status && c->quiet) {
+		json_decref(collect);
+		return 0;
+	}
+	{
+		json_t *out = json_object();
+		json_object_set_new(out, a->owner_only ? "owners" : "workspaces", collect);
+		return output_json(c, out);
+	}
 }
 
 static int inspect_main(struct cli *c, int argc, char **argv)
@@ -377,15 +423,14 @@ static int inspect_main(struct cli *c, int argc, char **argv)
 	} else if (a.journal) {
 		if (argc - first > 1)
 			return output_usage(c, "inspect --journal takes at most one WORKSPACE");
-	} else if (a.all ? argc - first != 0 : argc - first != 1) {
+	} else if (a.all ? argc - first != 0 : argc - first == 0) {
 		return output_usage(c, a.all ? "inspect --all takes no WORKSPACE" :
-				 argc - first == 0 ? "inspect needs a WORKSPACE or --all" :
-				 "inspect takes one WORKSPACE");
+				 "inspect needs a WORKSPACE or --all");
 	}
 	if (a.all && a.owner_only)
 		return output_usage(c, "--owner and --all do not go together");
 	if (a.exit_status && (a.all || a.journal || a.registry || a.operation_id))
-		return output_usage(c, "--exit-status gives the state of one WORKSPACE");
+		return output_usage(c, "--exit-status gives the state of WORKSPACE (the worst of several)");
 	if (a.text && a.owner_only)
 		return output_usage(c, "--owner prints the document itself; --format text does not apply");
 	/* No lock on .coordination (section 5): documents are published by
@@ -404,7 +449,9 @@ static int inspect_main(struct cli *c, int argc, char **argv)
 			inspect_journal(c, &reg, argc - first == 1 ? ws : NULL, &err);
 	} else {
 		rc = a.all ? inspect_all(c, &reg, a.text, &err) :
-			inspect_one(c, &reg, argv[first], &a, &state, &err);
+			argc - first > 1 ?
+			inspect_several(c, &reg, argv + first, (size_t)(argc - first), &a, &state, &err) :
+			inspect_one(c, &reg, argv[first], &a, &state, NULL, &err);
 	}
 	registry_close(&reg);
 	if (rc < 0) {
@@ -417,8 +464,8 @@ static int inspect_main(struct cli *c, int argc, char **argv)
 
 const struct cli_command cmd_inspect = {
 	"inspect", inspect_main,
-	"[options] WORKSPACE | --all | --operation-id ID | --journal [WORKSPACE] | --registry",
-	"Show the lock on WORKSPACE: state, owner, liveness and overlapping locks.",
+	"[options] WORKSPACE... | --all | --operation-id ID | --journal [WORKSPACE] | --registry",
+	"Show the lock on WORKSPACE (or on each): state, owner, liveness and overlapping locks.",
 	inspect_options,
 	"State is free, held, retained or corrupt; liveness is live, dead or unknown,\n"
 	"with a one-line reason. inspect never creates or changes anything.\n"
@@ -426,5 +473,7 @@ const struct cli_command cmd_inspect = {
 	"75 held by a live owner, 69 dead, retained or unknown, 65 corrupt; the\n"
 	"worst of WORKSPACE's own lock and the overlapping locks on its ancestors\n"
 	"and descendants (65 before 69 before 75), as run would meet them. The JSON\n"
-	"is still printed (its state is WORKSPACE's own), unless -q.\n",
+	"is still printed (its state is WORKSPACE's own), unless -q.\n"
+	"Several workspaces: {\"workspaces\":[...]} (--owner: {\"owners\":[...]}), each\n"
+	"item as for one; --exit-status gives the worst of them.\n",
 };

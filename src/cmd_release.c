@@ -148,6 +148,116 @@ static int retain(struct registry *reg, const char *ws, const struct release_arg
 	return registry_retain(reg, ws, a->token, *doc, err);
 }
 
+/* The release document of one workspace: {"action", "workspace_root",
+ * "owner", "retained"?}. Takes retained (a text, freed). */
+static json_t *release_doc(const struct release_args *a, const char *ws,
+			   const struct owner *o, char *retained)
+{
+	json_t *out = json_object();
+
+	json_object_set_new(out, "action", json_string(a->retain ? "retained" : "released"));
+	json_object_set_new(out, "workspace_root", json_string(ws));
+	json_object_set_new(out, "owner", owner_to_json(o));
+	if (retained != NULL) {
+		json_t *r = json_loads(retained, 0, NULL);
+		json_object_set_new(out, "retained", r != NULL ? r : json_null());
+		free(retained);
+	}
+	return out;
+}
+
+/* Before anything of several workspaces is released: each is token's
+ * own lock (as registry_release will check again under the coordination
+ * lock) and not a running run's (refuse_live), so that a wrong token or
+ * workspace leaves every lock as it was. */
+static int release_check(struct registry *reg, const char *ws, const struct release_args *a,
+			 struct owner *seen, struct wsl_error *err)
+{
+	struct lock_entry e;
+	int rc;
+
+	if (refuse_live(reg, ws, a->token, a->retain, seen, err) != 0 ||
+	    registry_get(reg, ws, false, &e, err) != 0)
+		return -1;
+	rc = lockrules_check_release(ws, a->token, &e, err);
+	lock_entry_free(&e);
+	return rc;
+}
+
+/* release --token T WS1 WS2...: every one of them checked first (none is
+ * released when one is not T's), then each released (or retained) after
+ * the runs nested under it; prints {"releases":[...]}, one release
+ * document each in argument order. */
+static int release_multi(struct cli *c, struct release_args *a, char **args, size_t n)
+{
+	struct wsl_error err = { 0 };
+	struct registry reg;
+	char (*ws)[PATH_MAX] = calloc(n, sizeof(*ws));
+	struct owner *os = calloc(n, sizeof(*os));
+	int *nfd = calloc(n, sizeof(*nfd));
+	json_t *list = json_array(), *out;
+	size_t i = 0;
+	int rc = -1, status;
+
+	memset(&reg, 0, sizeof(reg));
+	if (ws == NULL || os == NULL || nfd == NULL || list == NULL) {
+		wsl_error_set(&err, WSL_OS, "out of memory");
+		goto done;
+	}
+	for (i = 0; i < n; i++)
+		nfd[i] = -1;
+	if (n > REGISTRY_MULTI_MAX) {
+		wsl_error_set(&err, WSL_USAGE, "at most %d workspaces at once, not %zu",
+			      REGISTRY_MULTI_MAX, n);
+		goto done;
+	}
+	if (registry_open_for(&reg, &c->reg_cfg, args[0], true, true, ws[0], &err) != 0)
+		goto done;
+	hold_registry_bound(c, &reg, &a->wait);
+	for (i = 1; i < n; i++)
+		if (registry_workspace(&reg, args[i], true, ws[i], &err) != 0)
+			goto done;
+	for (i = 0; i < n; i++)
+		if (registry_locate(&reg, ws[i], ws[i], &err) != 0 ||
+		    release_check(&reg, ws[i], a, &os[i], &err) != 0)
+			goto done;
+	for (i = 0; i < n; i++)
+		if (wait_nested(c, &reg, ws[i], a, &nfd[i], &err) != 0)
+			goto done;
+	for (i = 0; i < n; i++) {
+		char *retained = NULL;
+
+		if ((a->retain ? retain(&reg, ws[i], a, &retained, &err) :
+		     registry_release(&reg, ws[i], a->token, &os[i], &err)) != 0) {
+			free(retained);
+			goto done;
+		}
+		json_array_append_new(list, release_doc(a, ws[i], &os[i], retained));
+		if (c->verbose)
+			output_notice("%s %s", a->retain ? "retained for recovery:" : "released", ws[i]);
+	}
+	rc = 0;
+done:
+	for (size_t j = 0; nfd != NULL && j < n; j++)
+		fsx_close(nfd[j]);
+	if (rc != 0) {
+		wsl_error_detail(&err.workspace_root, ws != NULL && i < n && ws[i][0] == '/' ? ws[i] : NULL);
+		status = hold_conflict_status(&a->wait, &err);
+		output_error(c, &err);
+		wsl_error_clear(&err);
+		json_decref(list);
+	} else {
+		out = json_object();
+		json_object_set_new(out, "releases", list);
+		status = output_json(c, out);
+	}
+	registry_close(&reg);
+	free(ws);
+	free(os);
+	free(nfd);
+	return status;
+}
+
 static int release_main(struct cli *c, int argc, char **argv)
 {
 	struct release_args a = { NULL, false, NULL, { false, -1, -1, -1, false, false, NULL } };
@@ -164,14 +274,15 @@ static int release_main(struct cli *c, int argc, char **argv)
 	first = cli_parse(c, &cmd_release, argc, argv, release_option, &a, &status);
 	if (first < 0)
 		return status;
-	if (argc - first != 1)
-		return output_usage(c, argc - first == 0 ? "release needs a WORKSPACE" :
-				 "release takes one WORKSPACE");
+	if (argc - first == 0)
+		return output_usage(c, "release needs a WORKSPACE");
 	if (a.token == NULL)
 		return output_usage(c, "release needs --token TOKEN");
 	if (a.retain != (a.reason != NULL))
 		return output_usage(c, a.retain ? "--retain needs --reason TEXT" :
 				    "--reason goes with --retain");
+	if (argc - first > 1)
+		return release_multi(c, &a, argv + first, (size_t)(argc - first));
 	/* A workspace deleted while locked can still be released by path. */
 	ws[0] = '\0';
 	if (registry_open_for(&reg, &c->reg_cfg, argv[first], true, true, ws, &err) != 0)
@@ -200,22 +311,14 @@ static int release_main(struct cli *c, int argc, char **argv)
 	registry_close(&reg);
 	if (c->verbose)
 		output_notice("%s %s", a.retain ? "retained for recovery:" : "released", ws);
-	out = json_object();
-	json_object_set_new(out, "action", json_string(a.retain ? "retained" : "released"));
-	json_object_set_new(out, "workspace_root", json_string(ws));
-	json_object_set_new(out, "owner", owner_to_json(&o));
-	if (retained != NULL) {
-		json_t *r = json_loads(retained, 0, NULL);
-		json_object_set_new(out, "retained", r != NULL ? r : json_null());
-		free(retained);
-	}
+	out = release_doc(&a, ws, &o, retained);
 	return output_json(c, out);
 }
 
 const struct cli_command cmd_release = {
 	"release", release_main,
-	"[-w SECONDS | -n] --token TOKEN [--retain --reason TEXT] WORKSPACE",
-	"Release the lock on WORKSPACE taken by 'wslock acquire', if TOKEN is its owner's.",
+	"[-w SECONDS | -n] --token TOKEN [--retain --reason TEXT] WORKSPACE...",
+	"Release the lock on WORKSPACE (or on each) taken by 'wslock acquire', if TOKEN is its owner's.",
 	release_options,
 	"A lock held by another owner (taken over by recover) is never touched:\n"
 	"release then fails with WSLOCK_OWNERSHIP_LOST (78). The lock of a running\n"
@@ -225,5 +328,7 @@ const struct cli_command cmd_release = {
 	"with WSLOCK_BUSY). With --retain the lock stays, its owner document\n"
 	"untouched, retained for recovery with the reason (as a failed\n"
 	"'run --retain-on-failure' leaves it): the next job gets WSLOCK_RECOVERY_REQUIRED\n"
-	"(69) until 'wslock recover' with the exact owner clears it.\n",
+	"(69) until 'wslock recover' with the exact owner clears it.\n"
+	"Several workspaces (an 'acquire A B' gives them one token): each is checked\n"
+	"first, none is released unless all are TOKEN's; prints {\"releases\":[...]}.\n",
 };

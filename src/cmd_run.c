@@ -3,6 +3,7 @@
 #include "child.h"
 #include "cli.h"
 #include "hold.h"
+#include "hold_multi.h"
 #include "nest.h"
 #include "output.h"
 #include "fsx.h"
@@ -107,6 +108,89 @@ static int run_inside(struct cli *c, struct registry *reg, const struct lock_ent
 	return child_run_nested(c, reg, outer, ws, nest_fd, ch);
 }
 
+/* A run of several workspaces does not nest: taking some of them from an
+ * enclosing holder and the rest anew would be neither all nor nothing
+ * (and waiting for the enclosing holder would wait for itself). Refused
+ * with WSL_USAGE naming the workspace found held around us. */
+static int refuse_nested(struct registry *reg, const struct hold_set *set,
+			 struct wsl_error *err)
+{
+	for (size_t i = 0; i < set->n; i++) {
+		struct lock_entry outer;
+		int rc = nest_find(reg, set->ws[i], getpid(), &outer, err);
+
+		if (rc == 1) {
+			wsl_error_set(err, WSL_USAGE,
+				      "%s is held already by the enclosing holder of %s (pid %ld): a run of several workspaces does not nest; run it outside that holder, or name only the workspaces it does not hold",
+				      set->ws[i], outer.workspace_root, (long)outer.owner.pid);
+			rc = -1;
+		}
+		lock_entry_free(&outer);
+		if (rc != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* run WS1 WS2... -- CMD: all of them or none (hold_acquire_multi), then
+ * CMD under every lock (child_run_held_multi). */
+static int run_multi(struct cli *c, struct run_args *a, struct child *ch,
+		     char **args, size_t n)
+{
+	char purpose[OWNER_PURPOSE_MAX + 1];
+	struct wsl_error err = { 0 };
+	struct hold_set set;
+	struct registry reg;
+	sigset_t orig;
+	int rc, status;
+
+	memset(&reg, 0, sizeof(reg));
+	rc = hold_set_open(&set, &reg, &c->reg_cfg, args, n, &err);
+	if (rc == 0) {
+		hold_registry_bound(c, &reg, &a->hold.wait);
+		rc = refuse_nested(&reg, &set, &err);
+		registry_coord_bound(&reg, false, -1);
+	}
+	cli_default_purpose("run:", ch->cmd, purpose);
+	if (rc == 0)
+		rc = hold_set_owners(&set, getpid(), a->hold.purpose ? a->hold.purpose : purpose,
+				     a->hold.operation_id, &err);
+	if (rc == 0) {
+		a->hold.wait.sigfd = ch->sigfd = child_block_signals(&orig, &err);
+		rc = ch->sigfd < 0 ? -1 : 0;
+		ch->orig_mask = &orig;
+	}
+	if (rc != 0) {
+		hold_set_free(&set);
+		registry_close(&reg);
+		status = output_error(c, &err);
+		wsl_error_clear(&err);
+		return status;
+	}
+	rc = hold_acquire_multi(c, &reg, set.os, n, &a->hold.wait, set.live_fds, &err);
+	if (rc > 0)
+		status = 128 + rc;
+	else if (rc < 0) {
+		status = hold_conflict_status(&a->hold.wait, &err);
+		if (!hold_conflict_silent(c, &a->hold.wait, &err))
+			output_error(c, &err);
+		wsl_error_clear(&err);
+	} else {
+		for (size_t i = 0; a->print_owner && i < n; i++) {
+			char *doc = owner_format(&set.os[i], c->pretty);
+			if (doc != NULL)
+				output_document(doc);
+			free(doc);
+		}
+		if (c->verbose)
+			output_notice("locked %zu workspaces (token %.8s...)", n, set.os[0].token);
+		status = child_run_held_multi(c, &reg, set.os, n, set.live_fds, ch);
+	}
+	hold_set_free(&set);
+	registry_close(&reg);
+	return status;
+}
+
 static int run_main(struct cli *c, int argc, char **argv)
 {
 	struct run_args a = { .hold.wait = { false, -1, -1, -1, false } };
@@ -127,15 +211,16 @@ static int run_main(struct cli *c, int argc, char **argv)
 		return status;
 	if (dashdash == argc)
 		return output_usage(c, "run needs -- before the command: wslock run WORKSPACE -- COMMAND");
-	if (dashdash - first != 1)
-		return output_usage(c, dashdash == first ? "run needs a WORKSPACE" :
-				 "run takes one WORKSPACE before --");
+	if (dashdash == first)
+		return output_usage(c, "run needs a WORKSPACE");
 	ch.cmd = argv + dashdash + 1;
 	if (ch.cmd[0] == NULL)
 		return output_usage(c, "run needs a COMMAND after --");
 	ch.retain_on_failure = a.retain;
 	ch.kill_after_ms = a.kill_after_ms;
 	c->reg_cfg.shared = a.shared;
+	if (dashdash - first > 1)
+		return run_multi(c, &a, &ch, argv + first, (size_t)(dashdash - first));
 
 	if (registry_open_for(&reg, &c->reg_cfg, argv[first], false, true, ws, &err) != 0)
 		return output_error(c, &err);
@@ -220,8 +305,8 @@ fail:
 }
 
 const struct cli_command cmd_run = {
-	"run", run_main, "[options] WORKSPACE -- COMMAND [ARG...]",
-	"Hold the lock on WORKSPACE while COMMAND runs, then release it.",
+	"run", run_main, "[options] WORKSPACE... -- COMMAND [ARG...]",
+	"Hold the lock on WORKSPACE (or on each, all or none) while COMMAND runs, then release it.",
 	run_options,
 	"wslock exits with COMMAND's status (128+N if it died of signal N). COMMAND\n"
 	"gets WSLOCK_WORKSPACE, WSLOCK_TOKEN and WSLOCK_OWNER. A wslock run on the same\n"
@@ -232,5 +317,10 @@ const struct cli_command cmd_run = {
 	"SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are forwarded to it. If wslock is\n"
 	"killed, the lock stays live until COMMAND ends, then needs recovery.\n"
 	"--shared: many shared runs at once, never beside an exclusive one; a\n"
-	"writer that waits is served before readers that come after it.\n",
+	"writer that waits is served before readers that come after it.\n"
+	"Several workspaces are taken all at once or not at all, without deadlock\n"
+	"against jobs naming them in another order; COMMAND also gets\n"
+	"WSLOCK_WORKSPACES (one a line) and WSLOCK_OWNERS (a JSON array); such a\n"
+	"run is exclusive (--shared takes one workspace) and does not nest inside\n"
+	"a holder of one of them (usage errors).\n",
 };

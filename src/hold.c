@@ -168,7 +168,15 @@ static bool hold_inside(const struct lock_entry *e, pid_t from)
 int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		 const struct hold_wait *w, int *live_fd, struct wsl_error *err)
 {
-	const char *ws = o->workspace_root;
+	return hold_acquire_multi(c, reg, o, 1, w, live_fd, err);
+}
+
+int hold_acquire_multi(struct cli *c, struct registry *reg, const struct owner *os,
+		       size_t n, const struct hold_wait *w, int *live_fds,
+		       struct wsl_error *err)
+{
+	const struct owner *o = &os[0];	/* the holder's pid is every owner's */
+	const char *ws = o->workspace_root;	/* the one a conflict is on */
 	long long start = platform_mono_ms();
 	long long deadline = w->timeout_ms >= 0 ? start + w->timeout_ms : -1;
 	struct wsl_error werr = { 0 };
@@ -178,6 +186,7 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 	bool told = false, nest_checked = w->nest_outer == NULL;
 	int watch = 0, rc;
 	bool watching = false;
+	size_t which = 0;
 
 	/* A signal also ends a wait for the registry itself (a stopped
 	 * holder of .coordination must not make SIGTERM wait for it). */
@@ -201,14 +210,18 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 			rc = -1;
 			break;
 		}
-		rc = registry_try_acquire(reg, o, w->nonblock || deadline >= 0 ? &dl : NULL,
-					  live_fd, &conflict, err);
+		rc = registry_try_acquire_multi(reg, os, n,
+						w->nonblock || deadline >= 0 ? &dl : NULL,
+						live_fds, &conflict, &which, err);
+		ws = os[which].workspace_root;
 		if (rc == ACQUIRE_DONE && w->holder_must_live && holder_gone(o, ws, err)) {
 			/* It exited between the check and the publish: give the
-			 * lock back, nobody would ever release it. */
+			 * locks back, nobody would ever release them. */
 			struct wsl_error rerr = { 0 };
-			registry_release(reg, ws, o->token, NULL, &rerr);
-			wsl_error_clear(&rerr);
+			for (size_t i = 0; i < n; i++) {
+				registry_release(reg, os[i].workspace_root, os[i].token, NULL, &rerr);
+				wsl_error_clear(&rerr);
+			}
 			lock_entry_free(&conflict);
 			rc = -1;
 			break;
@@ -246,12 +259,12 @@ int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		lockrules_describe_holder(&conflict, who, sizeof(who));
 		lockrules_conflict_subject(ws, &conflict, subject, sizeof(subject));
 		if (w->nonblock || (deadline >= 0 && platform_mono_ms() >= deadline)) {
-			size_t n = strlen(conflict.workspace_root);
+			size_t len = strlen(conflict.workspace_root);
 
 			lockrules_error_holder(err, &conflict);
 			wsl_error_detail(&err->requested, ws);
 			err->relation = strcmp(ws, conflict.workspace_root) == 0 ? "same" :
-				strncmp(ws, conflict.workspace_root, n) == 0 && ws[n] == '/' ?
+				strncmp(ws, conflict.workspace_root, len) == 0 && ws[len] == '/' ?
 				"ancestor" : "descendant";
 			err->has_timeout = !w->nonblock;
 			err->timeout_ms = w->nonblock ? 0 : w->timeout_ms;

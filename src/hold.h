@@ -51,6 +51,20 @@ struct hold_wait {
 int hold_acquire(struct cli *c, struct registry *reg, const struct owner *o,
 		 const struct hold_wait *w, int *live_fd, struct wsl_error *err);
 
+/*
+ * hold_acquire for the n owners os[0..n) (one per workspace; n <=
+ * REGISTRY_MULTI_MAX, workspaces that do not nest with one another, all
+ * with the same pid, token and operation id): all of them or none,
+ * waiting as w says until every one can be taken at once
+ * (registry_try_acquire_multi: one critical section; a waiter stands in
+ * every queue it needs at one place, so two of them never deadlock).
+ * live_fds[0..n) as live_fd. Errors and messages as hold_acquire, about
+ * the workspace the conflict is on.
+ */
+int hold_acquire_multi(struct cli *c, struct registry *reg, const struct owner *os,
+		       size_t n, const struct hold_wait *w, int *live_fds,
+		       struct wsl_error *err);
+
 /* Exit status for err, with -E applied to WSLOCK_BUSY and WSLOCK_TIMEOUT. */
 int hold_conflict_status(const struct hold_wait *w, const struct wsl_error *err);
 

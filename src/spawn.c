@@ -57,6 +57,29 @@ void spawn_list_fds(int keep, struct spawn_fds *out)
 	closedir(dir);
 }
 
+void spawn_keep_fds(struct spawn_fds *fds, const int *keep, int n)
+{
+	int i, j, k = 0;
+
+	for (i = 0; i < fds->n; i++) {
+		bool kept = false;
+		for (j = 0; j < n && !kept; j++)
+			kept = fds->fd[i] == keep[j];
+		if (!kept)
+			fds->fd[k++] = fds->fd[i];
+	}
+	fds->n = k;
+}
+
+/* Lets fd pass to the command (clears FD_CLOEXEC; async-signal-safe). */
+static void spawn_pass(int fd)
+{
+	int flags = fd >= 0 ? fcntl(fd, F_GETFD) : -1;
+
+	if (flags >= 0)
+		fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC);
+}
+
 void spawn_close_own_fds(int keep)
 {
 	struct spawn_fds fds;
@@ -80,12 +103,13 @@ void spawn_exec(char **cmd)
 
 void spawn_command(const struct child *ch, int live_fd, const struct spawn_fds *fds)
 {
-	int flags = live_fd >= 0 ? fcntl(live_fd, F_GETFD) : -1, i;
+	int i;
 
 	for (i = 0; i < fds->n; i++)
 		close(fds->fd[i]);
-	if (flags >= 0)
-		fcntl(live_fd, F_SETFD, flags & ~FD_CLOEXEC);
+	spawn_pass(live_fd);
+	for (i = 0; i < ch->n_more_fds; i++)
+		spawn_pass(ch->more_fds[i]);
 	sigprocmask(SIG_SETMASK, ch->orig_mask, NULL);
 	if (ch->stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
 		_exit(126);

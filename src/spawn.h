@@ -18,6 +18,10 @@ struct child {
 	const sigset_t *orig_mask;	/* restored in the child */
 	long kill_after_ms;		/* lease lost: SIGTERM, then SIGKILL after
 					 * this long (ms); 0: 10000 */
+	const int *more_fds;		/* further descriptors the command inherits
+					 * (the live files of a run of several
+					 * workspaces after the first), or NULL */
+	int n_more_fds;
 };
 
 /* Descriptors 3..INHERITED_MAX-1 open at start; above that, all are kept. */
@@ -35,6 +39,10 @@ struct spawn_fds {
 /* Lists into *out the descriptors above 2 that wslock opened (reads
  * /proc/self/fd), but keep (-1: none). */
 void spawn_list_fds(int keep, struct spawn_fds *out);
+
+/* Drops from *fds the n descriptors keep[0..n) (a run of several
+ * workspaces: its further live files pass to the command too). */
+void spawn_keep_fds(struct spawn_fds *fds, const int *keep, int n);
 
 /*
  * Remembers which descriptors above 2 the process inherited (called first
@@ -55,7 +63,7 @@ void spawn_close_own_fds(int keep);
 void spawn_exec(char **cmd) __attribute__((noreturn));
 
 /* In the forked child: closes fds (spawn_list_fds, before the fork),
- * lets live_fd (-1: none) pass to the command, restores ch->orig_mask,
+ * lets live_fd (-1: none) and ch->more_fds pass to the command, restores ch->orig_mask,
  * sends stdout to stderr when ch says so, enters ch->cwd and execs
  * ch->cmd (spawn_exec). Only async-signal-safe calls until exec, but for
  * the messages of a failure (exit 126). */

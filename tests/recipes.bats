@@ -18,7 +18,7 @@ MANPAGE=$BATS_TEST_DIRNAME/../man/wslock.1
 # every recipe the documents mark, and that every command-like block is
 # marked.
 TESTED="README.md:ci-recover README.md:deploy README.md:github README.md:gitlab
-README.md:cleanup README.md:etcd README.md:systemd README.md:exit-status README.md:retain-reason README.md:shared-cache wslock.1:runbook-inspect wslock.1:runbook-save
+README.md:cleanup README.md:etcd README.md:systemd README.md:exit-status README.md:retain-reason README.md:shared-cache README.md:deploy-two wslock.1:runbook-inspect wslock.1:runbook-save
 wslock.1:runbook-recover wslock.1:runbook-repair wslock.1:ci-recover
 wslock.1:deploy wslock.1:ci-retain wslock.1:skip-if-held wslock.1:who-holds-what"
 
@@ -192,6 +192,33 @@ deploy_interrupted() {
 
 @test "recipe README deploy: Ctrl-C, SIGTERM, SIGHUP to its process group leave no stale lock (dash, bash)" {
 	deploy_interrupted README.md "$T/srv/app"
+}
+
+@test "recipe README deploy-two: both directories are held while each step runs, neither after; a holder of one makes it wait (dash, bash)" {
+	local sh
+	mkdir -p "$T/srv/app" "$T/srv/static"
+	recipe_file README.md deploy-two
+	for sh in $(shells); do
+		rm -f "$STUB_DIR/log"
+		run_recipe "$sh" v46
+		[ "$status" -eq 0 ] || fail "$sh: exit $status: $stderr"
+		# Each make ran with WSLOCK_WORKSPACE the first and two locks held.
+		stub_called "^make -C $T/srv/app install\|$T/srv/app\|.*\|2$"
+		stub_called "^make -C $T/srv/static install\|$T/srv/app\|.*\|2$"
+		[ "$(state "$T/srv/app")" = free ] && [ "$(state "$T/srv/static")" = free ] ||
+			fail "$sh: a lock stayed"
+	done
+	# A job holding /srv/static: the deploy waits, holding nothing of /srv/app.
+	hold "$T/srv/static"
+	rm -f "$STUB_DIR/log"
+	start_recipe dash v47
+	wait_for "compgen -G '$WSLOCK_DIR/queue/*' >/dev/null || ! is_running $REC_PID" 20
+	is_running "$REC_PID" || fail "the deploy did not wait: $(cat "$T/rec.err")"
+	[ "$(state "$T/srv/app")" = free ] || fail "the waiting deploy holds /srv/app"
+	[ ! -e "$STUB_DIR/log" ] || fail "a step ran while /srv/static was held"
+	unhold
+	wait_exit "$REC_PID" 60 && [ "$WAIT_STATUS" = 0 ] || fail "the deploy failed: $(cat "$T/rec.err")"
+	stub_called "^make -C $T/srv/static install"
 }
 
 @test "recipe man deploy: runs its steps under the lock and releases (dash, bash)" {

@@ -484,7 +484,7 @@ have_opt() {
 # The bats files whose every wslock command's stdout is kept and validated
 # below: between them they drive each command through its outcomes and
 # errors (about a minute here).
-COLLECT_FILES="acquire errors inspect journal malformed reclaim recover release retain attack shared"
+COLLECT_FILES="acquire errors inspect journal malformed reclaim recover release retain attack shared multi"
 
 @test "schema: every JSON document the command tests print validates (collected from $COLLECT_FILES)" {
 	command -v bats >/dev/null || skip "bats is not on PATH"

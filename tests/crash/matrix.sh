@@ -58,11 +58,12 @@ ACQ="acquire:staged acquire:staging-synced acquire:markers-written acquire:publi
 REL="release:renamed release:markers-removed"
 TAKE="journal:opened takeover:journaled takeover:owner-staged takeover:live-replaced takeover:owner-replaced takeover:retained-dropped"
 QUEUE="queue:created queue:joined queue:sleeping queue:left"
-COLS=(acquire run run_nested run_wait release recover recover_cmd reclaim run_retain acquire_reclaim recover_retained recover_corrupt
+COLS=(acquire run run_multi run_nested run_wait release recover recover_cmd reclaim run_retain acquire_reclaim recover_retained recover_corrupt
 	run_shared run_shared_join release_shared reclaim_shared)
 declare -A HEAD=(
 	[acquire]="acquire"
 	[run]="run"
+	[run_multi]="run(2 ws)"
 	[run_nested]="run(nested)"
 	[run_wait]="run(waits)"
 	[release]="release"
@@ -81,6 +82,7 @@ declare -A HEAD=(
 declare -A EXPECT=(
 	[acquire]="$ACQ"
 	[run]="$ACQ $REL"
+	[run_multi]="$ACQ multi:published-one $REL"
 	[run_nested]="$ACQ $REL"
 	[run_wait]="$QUEUE $ACQ $REL"
 	[release]="$REL"
@@ -132,12 +134,13 @@ bad() {
 new_cell() {
 	CELL=$SCRATCH/$1
 	rm -rf "$CELL"
-	mkdir -p "$CELL/ws/p/t/c" "$CELL/ws/p/sib"
+	mkdir -p "$CELL/ws/p/t/c" "$CELL/ws/p/sib" "$CELL/ws/q"
 	export WSLOCK_DIR=$CELL/reg
 	PARENT=$(realpath "$CELL/ws/p")
 	WS=$PARENT/t
 	CHILD=$WS/c
 	SIB=$PARENT/sib
+	OTHER=$(realpath "$CELL/ws/q")	# run_multi's second workspace
 	CELL_ERR=
 	HOLDER=
 	CORRUPT_FILE=
@@ -199,6 +202,7 @@ crash_run() {
 		cmd=(acquire --pid "$HOLDER" "$WS")
 		;;
 	run) cmd=(run "$WS" -- true) ;;
+	run_multi) cmd=(run "$WS" "$OTHER" -- true) ;;
 	run_nested)
 		# A run nested under the crashing one, in the background: the
 		# outer waits for it before its release steps.
@@ -335,9 +339,30 @@ try_acquire() {
 	kill_holder "$SLEEPER"
 }
 
+# run_multi's second workspace after a crash: free, or held by a dead
+# owner (never live, never corrupt); an exact recover then clears it, so
+# that the checks below see $WS alone.
+check_other() {
+	local insp state live
+	insp=$(W inspect "$OTHER" 2>"$CELL/other.err") || { bad "inspect of the second workspace failed"; return; }
+	state=$(jq -r .state <<<"$insp")
+	live=$(jq -r .liveness <<<"$insp")
+	case $state in
+	free) ;;
+	held)
+		[ "$live" = dead ] || bad "second workspace held with liveness $live (want dead)"
+		W inspect --owner "$OTHER" >"$CELL/other.json"
+		W recover --expected-owner "$CELL/other.json" "$OTHER" >/dev/null 2>"$CELL/other.err" ||
+			bad "exact recover of the second workspace failed: $(cat "$CELL/other.err")"
+		;;
+	*) bad "second workspace $state" ;;
+	esac
+}
+
 # The invariants after a crash; appends failures to CELL_ERR.
 check_invariants() {
 	local col=$1 insp state live all n got f
+	[ "$col" = run_multi ] && check_other
 	insp=$(W inspect "$WS" 2>"$CELL/inspect.err") || { bad "inspect failed: $(cat "$CELL/inspect.err")"; return; }
 	state=$(jq -r .state <<<"$insp")
 	live=$(jq -r .liveness <<<"$insp")

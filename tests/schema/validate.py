@@ -74,7 +74,8 @@ def schema_for(args, doc):
         return None
     if sub == "recover" and "--" in args:
         return None  # stdout belongs to the command
-    if sub == "inspect" and "--owner" in opts:
+    if sub == "inspect" and "--owner" in opts and not (
+            isinstance(doc, dict) and "owners" in doc):
         return "owner.schema.json" if doc is not None else None
     return {"acquire": "acquire.schema.json", "release": "release.schema.json",
             "inspect": "inspect.schema.json", "recover": "recover.schema.json",

@@ -1,0 +1,93 @@
+/* hold_multi.c - the workspaces of one acquire or run, resolved and
+ * checked apart: two that nest (the same directory, one inside the other;
+ * by path or by identity, so a bind-mount alias counts) are a usage error,
+ * since locking both at once would conflict with itself. One owner each,
+ * sharing the token and operation id of the first (hold_multi.h). */
+#include "hold_multi.h"
+#include "wspath.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void hold_set_free(struct hold_set *set)
+{
+	free(set->ws);
+	free(set->os);
+	free(set->live_fds);
+	memset(set, 0, sizeof(*set));
+}
+
+/* Usage error for the workspaces i and j (i < j) that nest; how says by
+ * which path they were found to. */
+static int nesting(const struct hold_set *set, size_t i, size_t j, const char *how,
+		   struct wsl_error *err)
+{
+	const char *a = set->ws[i], *b = set->ws[j];
+
+	if (strcmp(a, b) == 0)
+		return wsl_error_set(err, WSL_USAGE, "%s is named twice; name each workspace once",
+				     a);
+	return wsl_error_set(err, WSL_USAGE,
+			     "%s and %s overlap%s (one directory, or one inside the other); lock only the outer one, which covers both",
+			     a, b, how);
+}
+
+int hold_set_open(struct hold_set *set, struct registry *reg, struct registry_config *cfg,
+		  char *const *args, size_t n, struct wsl_error *err)
+{
+	size_t i, j;
+
+	memset(set, 0, sizeof(*set));
+	if (n > REGISTRY_MULTI_MAX)
+		return wsl_error_set(err, WSL_USAGE, "at most %d workspaces at once, not %zu",
+				     REGISTRY_MULTI_MAX, n);
+	set->ws = calloc(n, sizeof(*set->ws));
+	set->os = calloc(n, sizeof(*set->os));
+	set->live_fds = calloc(n, sizeof(*set->live_fds));
+	if (set->ws == NULL || set->os == NULL || set->live_fds == NULL)
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	set->n = n;
+	for (i = 0; i < n; i++)
+		set->live_fds[i] = -1;
+	if (registry_open_for(reg, cfg, args[0], false, true, set->ws[0], err) != 0)
+		return -1;
+	if (registry_multi_check(reg, n, err) != 0)
+		return -1;
+	for (i = 1; i < n; i++)
+		if (registry_workspace(reg, args[i], false, set->ws[i], err) != 0)
+			return -1;
+	for (i = 0; i < n; i++)
+		for (j = i + 1; j < n; j++)
+			if (wspath_within(set->ws[i], set->ws[j]) ||
+			    wspath_within(set->ws[j], set->ws[i]))
+				return nesting(set, i, j, "", err);
+	return 0;
+}
+
+int hold_set_owners(struct hold_set *set, pid_t pid, const char *purpose,
+		    const char *operation_id, struct wsl_error *err)
+{
+	size_t i, j;
+
+	for (i = 0; i < set->n; i++) {
+		struct owner *o = &set->os[i];
+
+		if (owner_build(o, set->ws[i], pid, purpose,
+				i == 0 ? operation_id : set->os[0].operation_id, NULL, err) != 0)
+			return -1;
+		if (i > 0)
+			memcpy(o->token, set->os[0].token, sizeof(o->token));
+	}
+	for (i = 0; i < set->n; i++)
+		for (j = i + 1; j < set->n; j++) {
+			const struct owner *a = &set->os[i], *b = &set->os[j];
+
+			if (a->workspace_fs[0] != '\0' && strcmp(a->workspace_fs, b->workspace_fs) == 0 &&
+			    (wspath_within(a->workspace_fs_path, b->workspace_fs_path) ||
+			     wspath_within(b->workspace_fs_path, a->workspace_fs_path)))
+				return nesting(set, i, j, " through a bind mount or another path to the same directory", err);
+		}
+	return 0;
+}

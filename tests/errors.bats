@@ -47,11 +47,11 @@ load helpers
 	assert_usage_error --run
 }
 
-@test "two workspaces: 64" {
-	mkws a b
-	run -64 --separate-stderr wsl acquire --pid $$ "$(W a)" "$(W b)"
+@test "two workspaces that nest (several at once must not overlap): 64, nothing locked" {
+	mkws a/b
+	run -64 --separate-stderr wsl acquire --pid $$ "$(W a)" "$(W a/b)"
 	assert_usage_error
-	[ ! -e "$(lock_dir_of "$(W a)")" ] && [ ! -e "$(lock_dir_of "$(W b)")" ]
+	[ ! -e "$(lock_dir_of "$(W a)")" ] && [ ! -e "$(lock_dir_of "$(W a/b)")" ]
 }
 
 @test "inspect with both a workspace and --all: 64" {

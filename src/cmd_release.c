@@ -179,7 +179,9 @@ static int release_check(struct registry *reg, const char *ws, const struct rele
 	if (refuse_live(reg, ws, a->token, a->retain, seen, err) != 0 ||
 	    registry_get(reg, ws, false, &e, err) != 0)
 		return -1;
-	rc = lockrules_check_release(ws, a->token, &e, err);
+	/* A shared lock's entry names one holder of several: the release
+	 * itself finds token's among them. */
+	rc = e.shared ? 0 : lockrules_check_release(ws, a->token, &e, err);
 	lock_entry_free(&e);
 	return rc;
 }

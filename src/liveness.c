@@ -133,6 +133,24 @@ static int probe_namespace(const struct owner *o, char *reason, size_t reasonlen
 	return 0;
 }
 
+/* liveness_memo_begin's memo: the last pid whose start ticks matched. */
+static struct {
+	bool on, valid;
+	pid_t pid;
+	unsigned long long ticks;
+} memo;
+
+void liveness_memo_begin(void)
+{
+	memo.on = true;
+	memo.valid = false;
+}
+
+void liveness_memo_end(void)
+{
+	memo.on = memo.valid = false;
+}
+
 /* Step 6: the pid itself, in this namespace. */
 static enum liveness probe_pid(const struct owner *o, char *reason, size_t reasonlen)
 {
@@ -155,6 +173,11 @@ static enum liveness probe_pid(const struct owner *o, char *reason, size_t reaso
 			 (long)o->pid, "pid-only-fail-closed");
 		return LIVENESS_LIVE;
 	}
+	if (memo.valid && memo.pid == o->pid && memo.ticks == o->start_ticks) {
+		snprintf(reason, reasonlen, "pid %ld is running (start time matches)",
+			 (long)o->pid);
+		return LIVENESS_LIVE;
+	}
 	if (platform_pid_start_ticks(o->pid, &ticks) != 0) {
 		if (errno == ESRCH) {
 			snprintf(reason, reasonlen, "pid %ld no longer exists",
@@ -171,6 +194,11 @@ static enum liveness probe_pid(const struct owner *o, char *reason, size_t reaso
 			 "pid %ld was reused: it started at tick %llu, the holder at tick %llu",
 			 (long)o->pid, ticks, o->start_ticks);
 		return LIVENESS_DEAD;
+	}
+	if (memo.on) {
+		memo.valid = true;
+		memo.pid = o->pid;
+		memo.ticks = ticks;
 	}
 	snprintf(reason, reasonlen, "pid %ld is running (start time matches)",
 		 (long)o->pid);

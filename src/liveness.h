@@ -52,4 +52,18 @@ enum liveness liveness_probe(int lockdir_fd, const struct owner *o,
 enum liveness liveness_probe_held(int held, const struct owner *o,
 				  char *reason, size_t reasonlen);
 
+/*
+ * A listing's memo of start times (inspect --all, the reclaim preview and
+ * --yes: many locks, often of one holder): between liveness_memo_begin
+ * and liveness_memo_end, a pid whose start ticks were read and matched a
+ * document is, for a later document with the same pid and ticks, live
+ * once kill(pid, 0) finds it, without reading /proc/PID/stat again. It
+ * can only err towards live (the holder died and its pid was reused
+ * within the listing), never towards dead, so it stays fail closed; a
+ * mismatch is always read afresh. Not for a process that waits (its
+ * answer must follow the holder). No errors.
+ */
+void liveness_memo_begin(void);
+void liveness_memo_end(void);
+
 #endif

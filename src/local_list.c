@@ -62,6 +62,18 @@ static int name_cmp(const void *a, const void *b)
 static int names_add(struct lock_names *l, const char *name, unsigned lo, unsigned hi,
 		     bool others)
 {
+	/* A later pass (others false) wants only the keys of its slice:
+	 * the first four digits tell, before the other 60 are checked. */
+	if (!others) {
+		unsigned prefix = 0;
+		size_t i;
+
+		for (i = 0; i < 4 && ((name[i] >= '0' && name[i] <= '9') ||
+				      (name[i] >= 'a' && name[i] <= 'f')); i++)
+			prefix = prefix << 4 | (unsigned)nibble(name[i]);
+		if (i == 4 && (prefix < lo || prefix >= hi))
+			return 0;
+	}
 	if (key_valid(name)) {
 		unsigned char k[WSL_KEY_HEX / 2];
 		unsigned prefix;
@@ -186,6 +198,8 @@ int local_list(struct registry *reg, bool probe,
 
 	if (loc(reg)->locks_fd < 0)
 		return 0;
+	if (probe)
+		liveness_memo_begin();	/* many locks, often of one holder */
 	rc = names_read(reg, &l, 0, 0x10000, true, err);
 	if (rc == 0 && l.seen > LIST_SLICE_KEYS)
 		/* Room for the unevenness of a slice: 3/4 full on average. */
@@ -211,6 +225,8 @@ int local_list(struct registry *reg, bool probe,
 	}
 	while (rc == 0 && o < l.nother)
 		rc = list_entry(reg, l.other[o++], probe, fn, arg, err);
+	if (probe)
+		liveness_memo_end();
 	names_free(&l);
 	return rc;
 }

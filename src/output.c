@@ -172,9 +172,17 @@ int output_stream_item(struct output_stream *s, json_t *item)
 		json_decref(item);
 		return s->status != 0 ? s->status : stream_failed(s);
 	}
-	rc = fputs(sep, stdout) == EOF ||
-	     (s->c->pretty ? json_dump_callback(item, stream_indented, NULL, JSON_INDENT(2)) :
-	      json_dumpf(item, stdout, JSON_COMPACT)) != 0;
+	if (s->c->pretty) {
+		rc = fputs(sep, stdout) == EOF ||
+		     json_dump_callback(item, stream_indented, NULL, JSON_INDENT(2)) != 0;
+	} else {
+		/* Dumped whole, then written at once: json_dumpf writes every
+		 * token with an fwrite of its own (a tenth of inspect --all's
+		 * time at 10 000 locks). */
+		char *text = json_dumps(item, JSON_COMPACT);
+		rc = text == NULL || fputs(sep, stdout) == EOF || fputs(text, stdout) == EOF;
+		free(text);
+	}
 	json_decref(item);
 	s->n++;
 	return rc ? stream_failed(s) : 0;

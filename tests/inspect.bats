@@ -216,6 +216,24 @@ assert_reason() { # JSON: liveness_reason is one non-empty line
 	jq_ok '[.locks[] | has("overlapping")] | any | not'
 }
 
+@test "inspect --all of many locks of one holder: each lock's start time is still compared (a reused pid is dead after a live one)" {
+	local i k n=0
+	mkws w1 w2 w3 w4 w5 w6
+	start_sleeper
+	for i in 1 2 3 4 5 6; do acquire_as "$SLEEPER_PID" "$(W "w$i")"; done
+	# Every other lock in listing order (the order of the keys) says
+	# another start time: each of those follows a live one.
+	for k in $(ls "$WSLOCK_DIR/locks" | LC_ALL=C sort); do
+		n=$((n + 1))
+		[ $((n % 2)) = 0 ] || continue
+		jq -c '.pid_start_ticks += 1' "$WSLOCK_DIR/locks/$k/owner.json" >"$BATS_TEST_TMPDIR/o.json"
+		printf '%s' "$(cat "$BATS_TEST_TMPDIR/o.json")" >"$WSLOCK_DIR/locks/$k/owner.json"
+	done
+	run -0 --separate-stderr wsl inspect --all
+	jq_ok '[.locks[] | .liveness] == ["live", "dead", "live", "dead", "live", "dead"]'
+	jq_ok '[.locks[] | select(.liveness == "dead") | .liveness_reason | test("reused")] | all'
+}
+
 @test "inspect --all of an empty registry is an empty list" {
 	mkws a
 	run -0 --separate-stderr wsl run "$(W a)" -- true

@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "hold.h"
 #include "output.h"
+#include "spawn.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -136,7 +137,6 @@ static int reclaim_one(struct cli *c, struct registry *reg, const struct lock_en
 {
 	struct registry_expect x = { 0 };
 	struct lock_entry prior;
-	char purpose[OWNER_PURPOSE_MAX + 1];
 	struct owner next;
 	int live_fd = -1, rc;
 
@@ -149,9 +149,19 @@ static int reclaim_one(struct cli *c, struct registry *reg, const struct lock_en
 		lock_entry_free(&prior);
 		return rc;
 	}
-	cli_default_purpose("reclaim:", ch->cmd, purpose);
-	if (owner_build(&next, e->workspace_root, getpid(), purpose, e->owner.operation_id,
-			e->owner.token, err) != 0)
+	/* A command that cannot run must not cost the lock anything: found
+	 * missing after the take-over, it left the lock retained, recovery
+	 * required, for a cleanup that never ran. */
+	rc = spawn_check_command(ch->cmd, e->workspace_root);
+	if (rc != 0)
+		return wsl_error_errno(err, WSL_USAGE, rc,
+				       "cannot run %s in %s; not reclaimed", ch->cmd[0],
+				       e->workspace_root);
+	/* The new owner keeps the operation and its purpose, as recover's
+	 * does: retained after a failed cleanup, the lock still says what it
+	 * was for. */
+	if (owner_build(&next, e->workspace_root, getpid(), e->owner.purpose,
+			e->owner.operation_id, e->owner.token, err) != 0)
 		return -1;
 	rc = registry_take_over(reg, e->workspace_root, &x, &next, &live_fd, &prior, err);
 	lock_entry_free(&prior);

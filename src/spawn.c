@@ -12,7 +12,9 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static unsigned char inherited[INHERITED_MAX / 8];
@@ -88,6 +90,52 @@ void spawn_close_own_fds(int keep)
 	spawn_list_fds(keep, &fds);
 	for (i = 0; i < fds.n; i++)
 		close(fds.fd[i]);
+}
+
+/* 0 when path (relative: to cwd) is a regular file we may execute, else
+ * ENOENT or EACCES. */
+static int runnable(const char *cwd, const char *dir, size_t dlen, const char *name)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int n;
+
+	if (dlen == 0 && name[0] == '/')
+		n = snprintf(path, sizeof(path), "%s", name);
+	else if (dlen > 0 && dir[0] == '/')
+		n = snprintf(path, sizeof(path), "%.*s/%s", (int)dlen, dir, name);
+	else if (dlen > 0)
+		n = snprintf(path, sizeof(path), "%s/%.*s/%s", cwd, (int)dlen, dir, name);
+	else
+		n = snprintf(path, sizeof(path), "%s/%s", cwd, name);
+	if (n < 0 || (size_t)n >= sizeof(path) || stat(path, &st) != 0)
+		return ENOENT;
+	return S_ISREG(st.st_mode) && access(path, X_OK) == 0 ? 0 : EACCES;
+}
+
+int spawn_check_command(char *const cmd[], const char *cwd)
+{
+	const char *p = getenv("PATH"), *name = cmd[0];
+	int worst = ENOENT;
+
+	if (name == NULL || name[0] == '\0')
+		return ENOENT;
+	if (strchr(name, '/') != NULL)
+		return runnable(cwd, "", 0, name);
+	if (p == NULL)
+		p = "/bin:/usr/bin";
+	for (;;) {
+		size_t len = strcspn(p, ":");
+		int e = runnable(cwd, p, len, name);
+
+		if (e == 0)
+			return 0;
+		if (e == EACCES)
+			worst = EACCES;
+		if (p[len] == '\0')
+			return worst;
+		p += len + 1;
+	}
 }
 
 void spawn_exec(char **cmd)

@@ -58,6 +58,15 @@ void spawn_note_inherited_fds(void);
  * forking instead (spawn_list_fds), as supervise does. */
 void spawn_close_own_fds(int keep);
 
+/* Whether execvp(3) would find cmd[0] from directory cwd: 0 when it names
+ * (with a '/': relative to cwd; without: in $PATH, or the default path
+ * "/bin:/usr/bin" when PATH is unset, an empty entry being cwd) a regular
+ * file this process may execute; else ENOENT (nothing there) or EACCES
+ * (there, but not a regular file or not executable). A check only, for a
+ * caller that must change nothing when the command cannot run: the file
+ * may still change before the exec. */
+int spawn_check_command(char *const cmd[], const char *cwd);
+
 /* Replaces the process with cmd (execvp); on failure says why and exits
  * 127 (not found) or 126. */
 void spawn_exec(char **cmd) __attribute__((noreturn));

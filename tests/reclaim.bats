@@ -175,7 +175,9 @@ populate() {
 	inspect_json "$(W a)"
 	# A failed cleanup leaves a half-clean workspace: it stays locked.
 	jq_ok '.state == "retained" and .retained.exit_status == 4' "$INSPECT"
-	jq_ok '.owner.purpose | startswith("reclaim:")' "$INSPECT"
+	# ... and still says what it was for (the owner's purpose, as recover
+	# keeps it), taken over from the dead owner.
+	jq_ok '.owner.purpose == "acquire" and .owner.recovery_of == "'"$(json_get .token "$DEAD_OWNER")"'"' "$INSPECT"
 }
 
 @test "reclaim --yes removes a dead staging directory and an orphan nest marker, keeps a held lock's markers, reports counts" {
@@ -364,4 +366,23 @@ populate() {
 	PATH="$BATS_TEST_TMPDIR/paste:$PATH" WORKSPACE=$(W a) REASON="checked: a crashed test" run -0 sh -c "$cmd"
 	run -0 wsl inspect "$(W a)"
 	jq_ok '.state == "free"'
+}
+
+@test "reclaim --yes -- CMD: a command that cannot run changes nothing (64); a failing one leaves the lock retained with its purpose and operation" {
+	mkws a
+	dead_acquired "$(W a)" --purpose "deploy v1" --operation-id op-deploy-1
+	printf 'echo hi\n' >"$(W a)/cleanup.sh"	# not executable
+	before=$(registry_snapshot)
+	run -64 --separate-stderr wsl reclaim --yes -- no-such-command-here
+	jq_ok '.reclaimed == [] and .retained == [] and .skipped[0].code == "WSLOCK_USAGE"'
+	[[ $stderr == *"cannot run no-such-command-here in $(canon "$(W a)")"*"not reclaimed"* ]] || fail "stderr: $stderr"
+	run -64 --separate-stderr wsl reclaim --yes "$(W a)" -- ./cleanup.sh
+	jq_ok '.skipped[0].code == "WSLOCK_USAGE"'
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+	run -0 wsl inspect "$(W a)"
+	jq_ok '.state == "held" and .liveness == "dead" and .owner.purpose == "deploy v1"'
+	# A command that runs and fails: retained, still saying what it was for.
+	run -1 --separate-stderr wsl reclaim --yes "$(W a)" -- sh -c 'exit 1'
+	run -0 wsl inspect "$(W a)"
+	jq_ok '.state == "retained" and .owner.purpose == "deploy v1" and .owner.operation_id == "op-deploy-1"'
 }

@@ -19,6 +19,8 @@ struct watch {
 	bool created;
 	bool changed;
 	bool failed;
+	long long check_after;	/* > 0: stop when created past this revision */
+	bool check;		/* it was: the caller reads the key */
 	enum wsl_code code;
 	char message[512];
 };
@@ -64,8 +66,18 @@ static void watch_line(struct watch *w, const char *line, size_t len)
 		json_decref(doc);
 		return;
 	}
-	if (created)
+	if (created) {
+		json_t *h = json_object_get(r, "header");
+		long long rev = 0;
+
 		w->created = true;
+		/* Created at a revision past the one the caller knows the key
+		 * at: a change in between would not be reported. */
+		if (w->check_after > 0 &&
+		    (!json_is_object(h) || get_int64(h, "revision", &rev) < 0 ||
+		     rev > w->check_after))
+			w->check = true;
+	}
 	if (json_array_size(events) > 0 || (canceled && compact > 0)) {
 		w->changed = true;
 	} else if (canceled) {
@@ -88,13 +100,13 @@ static size_t write_watch(char *data, size_t size, size_t nmemb, void *arg)
 
 	if (body_add(&w->buf, data, n) < 0)
 		return 0;
-	while (!w->changed && !w->failed &&
+	while (!w->changed && !w->failed && !w->check &&
 	       (nl = memchr(w->buf.data, '\n', w->buf.len)) != NULL) {
 		watch_line(w, w->buf.data, (size_t)(nl - w->buf.data));
 		w->buf.len -= (size_t)(nl + 1 - w->buf.data);
 		memmove(w->buf.data, nl + 1, w->buf.len + 1);
 	}
-	return w->changed || w->failed ? 0 : n;
+	return w->changed || w->failed || w->check ? 0 : n;
 }
 
 static json_t *watch_request(const struct etcd_watch_range *r,
@@ -140,19 +152,12 @@ static char *watch_body(const struct etcd_watch_range *r, size_t n,
 	return b.data;
 }
 
-int etcd_wait_change(struct etcd_client *c, const char *key, size_t key_len,
-		     const char *range_end, size_t range_end_len,
-		     long long after_revision, long timeout_ms,
-		     struct wsl_error *err)
-{
-	struct etcd_watch_range r = { key, key_len, range_end, range_end_len };
-
-	return etcd_wait_changes(c, &r, 1, after_revision, timeout_ms, false, err);
-}
-
-int etcd_wait_changes(struct etcd_client *c, const struct etcd_watch_range *r,
-		      size_t n, long long after_revision, long timeout_ms,
-		      bool progress, struct wsl_error *err)
+/* etcd_wait_changes, and with check_after > 0 (then after_revision is 0:
+ * changes from the watch's creation on) 2 as soon as the watch was created
+ * at a revision past check_after. */
+static int watch_stream(struct etcd_client *c, const struct etcd_watch_range *r,
+			size_t n, long long after_revision, long timeout_ms,
+			bool progress, long long check_after, struct wsl_error *err)
 {
 	char failures[FAIL_MAX] = "";
 	char url[URL_MAX + 64];
@@ -182,6 +187,7 @@ int etcd_wait_changes(struct etcd_client *c, const struct etcd_watch_range *r,
 			break;
 		}
 		memset(&w, 0, sizeof(w));
+		w.check_after = check_after;
 		snprintf(url, sizeof(url), "%s/v3/watch", c->urls[idx]);
 		/* prepare sets up c->curl: the watch handle for this transfer */
 		main = c->curl;
@@ -196,10 +202,10 @@ int etcd_wait_changes(struct etcd_client *c, const struct etcd_watch_range *r,
 		if (!w.changed && !w.failed && w.buf.len > 0)
 			watch_line(&w, w.buf.data, w.buf.len);
 		free(w.buf.data);
-		if (w.changed) {
+		if (w.changed || w.check) {
 			c->current = idx;
 			free(text);
-			return 1;
+			return w.changed ? 1 : 2;
 		}
 		if (w.buf.no_memory) {
 			free(text);
@@ -234,4 +240,69 @@ int etcd_wait_changes(struct etcd_client *c, const struct etcd_watch_range *r,
 	free(text);
 	return wsl_error_set(err, WSL_BACKEND_UNAVAILABLE,
 			     "no etcd endpoint could serve /v3/watch: %s", failures);
+}
+
+int etcd_wait_changes(struct etcd_client *c, const struct etcd_watch_range *r,
+		      size_t n, long long after_revision, long timeout_ms,
+		      bool progress, struct wsl_error *err)
+{
+	return watch_stream(c, r, n, after_revision, timeout_ms, progress, 0, err);
+}
+
+/* 1 when key changed after revision *after, as far as a read can tell
+ * (it is gone, or its mod revision is later), else 0 with *after moved
+ * to the read's revision; -1 when it cannot be read. */
+static int key_changed(struct etcd_client *c, const char *key, size_t key_len,
+		       long long *after, struct wsl_error *err)
+{
+	struct etcd_kv *kvs = NULL;
+	size_t n = 0;
+	long long rev = 0;
+	int changed;
+
+	if (etcd_range(c, key, key_len, NULL, 0, 1, &kvs, &n, &rev, err) != 0)
+		return -1;
+	changed = n == 0 || kvs[0].mod_revision > *after;
+	etcd_kvs_free(kvs, n);
+	if (!changed && rev > *after)
+		*after = rev;
+	return changed ? 1 : 0;
+}
+
+/*
+ * A watch from a past revision is slow to report: etcd puts it among its
+ * lagging watchers, which it catches up every 100 ms, so a release right
+ * after a waiter started watching reached it 50 ms late on average. One
+ * key (a waiter's: the waiter ahead, or the holder) is therefore watched
+ * from the watch's creation on, and when that was past after_revision, a
+ * read of the key covers the gap: changed, or the watch is made anew from
+ * the read's revision. A busy store may move on every time: after a few
+ * tries, the watch goes from after_revision, as a range watch does.
+ */
+int etcd_wait_change(struct etcd_client *c, const char *key, size_t key_len,
+		     const char *range_end, size_t range_end_len,
+		     long long after_revision, long timeout_ms,
+		     struct wsl_error *err)
+{
+	struct etcd_watch_range r = { key, key_len, range_end, range_end_len };
+	long long deadline = platform_mono_ms() + timeout_ms, left;
+	int tries, rc;
+
+	if (timeout_ms <= 0 || after_revision < 0 || after_revision == LLONG_MAX)
+		return wsl_error_set(err, WSL_INTERNAL, "bad etcd watch timeout or revision");
+	for (tries = 0; range_end == NULL && after_revision > 0 && tries < 3; tries++) {
+		left = deadline - platform_mono_ms();
+		if (left <= 0)
+			return 0;
+		rc = watch_stream(c, &r, 1, 0, (long)left, false, after_revision, err);
+		if (rc != 2)
+			return rc;
+		rc = key_changed(c, key, key_len, &after_revision, err);
+		if (rc != 0)
+			return rc;
+	}
+	left = deadline - platform_mono_ms();
+	if (left <= 0)
+		return 0;
+	return watch_stream(c, &r, 1, after_revision, (long)left, false, 0, err);
 }

@@ -300,9 +300,14 @@ static int etcd_keepalive(struct registry *reg, const struct owner *o,
 	if (s->lease == 0 || !s->lease_used || strcmp(s->lease_token, o->token) != 0)
 		return 0;	/* no lease behind this lock: it lives until released */
 	sent = platform_mono_ms();
-	/* Right after the grant (the first call of a keeper) nothing is
-	 * sent: a renewal then would be a redundant request. */
-	if (sent - s->lease_sent_ms >= 250) {
+	/* Right after the acquire (the calls before the keeper starts)
+	 * nothing is sent: the lease was granted or renewed less than a
+	 * third of its TTL ago (lease_ready), so a renewal would be a
+	 * redundant request on the way to the command (a waiter's lease is
+	 * hundreds of ms old by then). The keeper's first renewal comes at
+	 * the period. */
+	if (!(s->lease_fresh && sent - s->lease_sent_ms < period) &&
+	    sent - s->lease_sent_ms >= 250) {
 		if (client_own(s, err) != 0)
 			return -1;
 		/* Never wait past the deadline for an answer. */

@@ -136,7 +136,7 @@ static int supervise(struct registry *reg, const struct owner *o,
 	if (registry_keepalive(reg, o, &next_ms, &ttl_ms, err) != 0)
 		return -1;
 	if (next_ms >= 0)	/* a lease: its keeper runs the command */
-		return keeper_supervise(reg, o, ch, wstatus, err);
+		return keeper_supervise(reg, o, ch, live_fd, wstatus, err);
 	spawn_list_fds(live_fd, &fds);
 	spawn_keep_fds(&fds, ch->more_fds, ch->n_more_fds);
 	child = fork();

@@ -170,6 +170,7 @@ struct keep {
 	struct registry *reg;
 	const struct owner *o;
 	int rep, ctl, sigfd;
+	int live_fd;		/* the descriptor the command inherits, or -1 */
 	int watch;		/* registry_watch_own's descriptor, or -1 */
 	long long watch_at;	/* when to start the watch; -1: started */
 	long kill_after_ms, period_ms;
@@ -272,12 +273,12 @@ static void __attribute__((noreturn)) keeper_main(struct keep *k, const struct c
 	int null;
 
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	spawn_list_fds(-1, &fds);
+	spawn_list_fds(k->live_fd, &fds);
 	k->cmd = fork();
 	if (k->cmd < 0)
 		_exit(71);
 	if (k->cmd == 0)
-		spawn_command(ch, -1, &fds);
+		spawn_command(ch, k->live_fd, &fds);
 	/* wslock may die: a report to nobody must not kill the keeper. */
 	signal(SIGPIPE, SIG_IGN);
 	/* No stdio from here on: `x=$(wslock …)` must not wait for us. */
@@ -484,7 +485,7 @@ static int watch_loop(struct watch *w, int rep, int sigfd, struct wsl_error *err
 }
 
 int keeper_supervise(struct registry *reg, const struct owner *o,
-		     const struct child *ch, int *wstatus,
+		     const struct child *ch, int live_fd, int *wstatus,
 		     struct wsl_error *err)
 {
 	struct watch w = { 0 };
@@ -530,6 +531,7 @@ int keeper_supervise(struct registry *reg, const struct owner *o,
 		k.rep = rep[1];
 		k.ctl = ctl[0];
 		k.sigfd = ch->sigfd;
+		k.live_fd = live_fd;
 		k.kill_after_ms = w.kill_after_ms;
 		k.period_ms = (ttl_ms - w.kill_after_ms) / 3;
 		if (k.period_ms > next_ms && next_ms > 0)

@@ -21,7 +21,7 @@
 
 /*
  * Runs ch->cmd under o's lease-backed lock as described above and waits
- * for it. Fills *wstatus with the command's wait status and returns 0 when
+ * for it; the command inherits live_fd (-1: nothing but 0-2). Fills *wstatus with the command's wait status and returns 0 when
  * it ended by itself; -1 with err otherwise: WSL_OWNERSHIP_LOST when the
  * lease was lost, could not be renewed before the deadline, or the lock's
  * keys were deleted or changed (the command has been stopped then), or an
@@ -30,7 +30,7 @@
  * live.
  */
 int keeper_supervise(struct registry *reg, const struct owner *o,
-		     const struct child *ch, int *wstatus,
+		     const struct child *ch, int live_fd, int *wstatus,
 		     struct wsl_error *err);
 
 /* Tells the keeper of the last keeper_supervise that the lock has been

@@ -371,6 +371,8 @@ static void etcd_registry_close(struct registry *reg)
 		wsl_error_clear(&ignore);
 	}
 	etcd_close(s->c);
+	if (s->nest_fd >= 0)
+		close(s->nest_fd);
 	held_forget(s);
 	explicit_bzero(s->password, sizeof(s->password));
 	free(s);
@@ -395,6 +397,7 @@ static const struct registry_ops etcd_ops = {
 	.wait = etcd_wait,
 	.wait_end = etcd_wait_end,
 	.nest_on_conflict = true,
+	.nest_lock = etcd_nest_lock,
 	.keepalive = etcd_keepalive,
 	.watch_own = etcd_watch_own,
 	.journal = etcd_journal,
@@ -448,6 +451,7 @@ int etcd_registry_open(struct registry *reg, const struct registry_config *cfg,
 	s->delay_s = s->ttl_s;	/* lock-delay: one TTL, as Chubby and consul */
 	s->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : timeout_from_env();
 	s->pid = getpid();
+	s->nest_fd = -1;
 	snprintf(s->endpoints, sizeof(s->endpoints), "%s", endpoints);
 	if (auth_config(s, cfg, err) != 0 || client_new(s, &s->c, err) != 0) {
 		explicit_bzero(s->password, sizeof(s->password));

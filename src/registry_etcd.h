@@ -72,6 +72,8 @@ struct etcd_state {
 	long long wait_rev;		/* from this revision on */
 	bool lease_for_pid;		/* the lease is an acquire's: its keeper
 					 * watches the holder pid (registry.h) */
+	int nest_fd;			/* the outer run's own open of its nested
+					 * runs' file, or -1 (registry_etcd_nest.c) */
 };
 
 /* What a lock entry does not say about its key. */
@@ -218,6 +220,17 @@ int etcd_wait(struct registry *reg, int sigfd, long timeout_ms, struct wsl_error
  * or it nests in the holder's lock) revokes its lease now, and its queue
  * key goes with it: nobody waits behind it meanwhile. */
 void etcd_wait_end(struct registry *reg);
+
+/* ---- registry_etcd_nest.c: runs nested under a run's lock ---- */
+
+/* Makes the nested runs' file of the lock of token that this process
+ * has just acquired for a run: *live_fd gets the descriptor its command
+ * is to inherit (O_CLOEXEC), s->nest_fd an open of it of our own; -1 and
+ * nothing when it cannot be made (nested runs are then not waited for). */
+void etcd_nest_make(struct etcd_state *s, const char *token, int *live_fd);
+/* registry_ops.nest_lock (registry.h). */
+int etcd_nest_lock(struct registry *reg, const char *workspace, const char *token,
+		   int op, int *fd, struct wsl_error *err);
 
 /* ---- registry_etcd_watch.c: the holder's watch of its own keys ---- */
 

@@ -398,6 +398,9 @@ int etcd_try_acquire(struct registry *reg, const struct owner *o,
 	if (live_fd != NULL) {
 		lease_bind(reg, o);
 		*live_fd = -1;
+		/* a run's command: the file its nested runs hold */
+		if (!s->lease_for_pid)
+			etcd_nest_make(s, o->token, live_fd);
 	}
 	held_note(s, o, value, value_len, reg->fence);
 	queue_left(s);
@@ -775,7 +778,7 @@ int etcd_take_over(struct registry *reg, const char *workspace,
 	}
 	if (next != NULL && live_fd != NULL) {
 		lease_bind(reg, next);
-		*live_fd = -1;
+		etcd_nest_make(s, next->token, live_fd);
 	}
 	/* a put keeps the key's create revision */
 	if (next != NULL)

@@ -124,6 +124,38 @@ shape() {
 	[ "$status" -eq 143 ]
 }
 
+@test "etcd: a run nested in a run of the workspace or an ancestor runs at once; the outer releases only after it" {
+	mkws a a/b
+	local d=$BATS_TEST_TMPDIR outer
+	# the outer's command: a nested run of the same workspace with -n
+	# (nested, it is not busy), then one below it left running (the
+	# command ends once the nested one's command has started)
+	cat >"$d/inner.sh" <<'EOF'
+"$1" run -n "$2" -- sh -c 'echo same >>"$0/log"' "$4" || exit 9
+"$1" run "$3" -- sh -c 'touch "$0/started"; while [ ! -e "$0/go" ]; do sleep 0.05; done; echo sub >>"$0/log"' "$4" &
+i=0
+while [ ! -e "$4/started" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
+exit 0
+EOF
+	"$WSLOCK" run "$(W a)" -- sh "$d/inner.sh" "$WSLOCK" "$(W a)" "$(W a/b)" "$d" \
+		</dev/null >"$d/outer.out" 2>"$d/outer.err" 3>&- &
+	outer=$!
+	track_pid "$outer"
+	wait_for "[ -e '$d/started' ] || ! is_running $outer" 20 || fail "no nested run: $(cat "$d/outer.err")"
+	[ "$(cat "$d/log")" = same ]
+	# the outer's command has ended; its lock stays while the nested run runs
+	run --separate-stderr wsl run -n "$(W a)" -- true
+	[ "$status" -eq 75 ] || fail "the lock was let go under a nested run (exit $status)"
+	is_running "$outer"
+	touch "$d/go"
+	wait_exit "$outer" 20
+	[ "$WAIT_STATUS" -eq 0 ] || fail "outer: $WAIT_STATUS $(cat "$d/outer.err")"
+	[ "$(tr '\n' ' ' <"$d/log")" = "same sub " ]
+	grep -q 'waiting for the wslock runs nested under' "$d/outer.err"
+	run wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+}
+
 @test "etcd: a run's liveness key is on a lease, its owner key on none; released when it ends" {
 	mkws a
 	hold --lease-ttl 3 "$(W a)"

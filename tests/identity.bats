@@ -115,6 +115,40 @@ refuses_takeover() {
 	jq_ok '.state == "free"' "$INSPECT"
 }
 
+@test "a run holder in a killed container (its pid namespace SIGKILLed) stays unknown outside: recover needs --force --reason" {
+	needs_pidns
+	mkws a
+	local d=$BATS_TEST_TMPDIR/nskill f=$BATS_TEST_TMPDIR/expected.json
+	mkdir -p "$d"
+	unshare -fp --mount-proc --kill-child "$WSLOCK" run "$(W a)" -- sh -c '
+		touch "$1/READY"; exec sleep 300' sh "$d" \
+		</dev/null >/dev/null 2>"$d/err" 3>&- &
+	local p=$!
+	track_pid "$p"
+	wait_for "[ -e '$d/READY' ] || ! is_running $p" 20
+	[ -e "$d/READY" ] || fail "run in a pid namespace failed: $(cat "$d/err")"
+	inspect_json "$(W a)"
+	jq_ok '.liveness == "live"' "$INSPECT"
+	# The container is killed: unshare's SIGKILL reaches its init (the
+	# run), and the kernel kills everything else in the namespace.
+	kill -KILL "$p"
+	wait_exit "$p" 20 || fail "the namespace did not end"
+	wait_for "! wsl inspect '$(W a)' | jq -e '.liveness == \"live\"' >/dev/null" 20 ||
+		fail "still live after the namespace was killed"
+	inspect_json "$(W a)"
+	jq_ok '.state == "held" and .liveness == "unknown" and (.liveness_reason | test("pid namespace"))' "$INSPECT"
+	refuses_takeover "$(W a)"
+	wsl inspect --owner "$(W a)" >"$f"
+	run -0 --separate-stderr wsl recover --force --reason "container killed" --expected-owner "$f" "$(W a)"
+	jq_ok '.liveness == "unknown" and .prior_owner.pid_namespace != null'
+	jq -e 'select(.forced and .force_reason == "container killed" and .liveness == "unknown")' \
+		"$WSLOCK_DIR/journal.jsonl" >/dev/null || fail "not journaled as forced: $(cat "$WSLOCK_DIR/journal.jsonl")"
+	inspect_json "$(W a)"
+	jq_ok '.state == "free"' "$INSPECT"
+	run -0 --separate-stderr wsl run -n "$(W a)" -- echo FREE
+	[ "$output" = FREE ]
+}
+
 @test "a dead acquire --pid holder of another pid namespace stays unknown: recover needs --force --reason" {
 	needs_pidns
 	mkws a

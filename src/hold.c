@@ -259,13 +259,9 @@ int hold_acquire_multi(struct cli *c, struct registry *reg, const struct owner *
 		lockrules_describe_holder(&conflict, who, sizeof(who));
 		lockrules_conflict_subject(ws, &conflict, subject, sizeof(subject));
 		if (w->nonblock || (deadline >= 0 && platform_mono_ms() >= deadline)) {
-			size_t len = strlen(conflict.workspace_root);
-
 			lockrules_error_holder(err, &conflict);
 			wsl_error_detail(&err->requested, ws);
-			err->relation = strcmp(ws, conflict.workspace_root) == 0 ? "same" :
-				strncmp(ws, conflict.workspace_root, len) == 0 && ws[len] == '/' ?
-				"ancestor" : "descendant";
+			err->relation = lockrules_conflict_relation(ws, &conflict);
 			err->has_timeout = !w->nonblock;
 			err->timeout_ms = w->nonblock ? 0 : w->timeout_ms;
 			wsl_error_set(err, w->nonblock ? WSL_BUSY : WSL_TIMEOUT,

@@ -194,6 +194,18 @@ void lockrules_error_holder(struct wsl_error *err, const struct lock_entry *e)
 		wsl_error_detail(&err->path, e->lock_path);
 }
 
+const char *lockrules_conflict_relation(const char *wanted, const struct lock_entry *e)
+{
+	size_t n = strlen(e->workspace_root);
+
+	if (e->relation != NULL)
+		return e->relation;
+	if (strcmp(wanted, e->workspace_root) == 0)
+		return "same";
+	return strncmp(wanted, e->workspace_root, n) == 0 && wanted[n] == '/' ?
+		"ancestor" : "descendant";
+}
+
 void lockrules_conflict_subject(const char *wanted, const struct lock_entry *e,
 				char *out, size_t len)
 {

@@ -73,6 +73,11 @@ struct lock_entry {
 	char holder[WSL_KEY_HEX + 1];
 	struct lock_entry *holders;
 	size_t n_holders;
+	const char *relation;		/* a conflict found by identity or through a
+					 * mount (local): "same", "ancestor" or
+					 * "descendant" as the backend found it,
+					 * which its path may not tell; NULL: by
+					 * path (lockrules_conflict_relation) */
 };
 
 /* "free", "held", "retained" or "corrupt". */
@@ -169,6 +174,11 @@ void lockrules_conflict_keep_own(struct lock_entry *best, struct lock_entry *own
  */
 int lockrules_conflict_final(const char *wanted, const struct lock_entry *e,
 			     bool inside, struct wsl_error *err);
+
+/* Where the conflict e met while acquiring wanted lies: "same",
+ * "ancestor" or "descendant" (the error's relation, DESIGN.md section 6):
+ * e->relation when the backend set it, else by the two paths. */
+const char *lockrules_conflict_relation(const char *wanted, const struct lock_entry *e);
 
 /* "W is", "W overlaps its ancestor A, which is" or "W overlaps its
  * descendant D, which is", for a conflict e met while acquiring wanted. */

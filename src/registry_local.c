@@ -478,13 +478,17 @@ int local_check_locks(struct registry *reg, const struct owner *o,
 	/* The same directory locked through another path. */
 	if (identity_self(reg, o->workspace_root, key, true, &self, err) != 0)
 		return -1;
-	if (self.state != LOCK_FREE && !lockrules_compatible(reg->acquire_shared, &self))
+	if (self.state != LOCK_FREE && !lockrules_compatible(reg->acquire_shared, &self)) {
+		self.relation = "same";
 		lockrules_conflict_keep(conflict, &self);
+	}
 	lock_entry_free(&self);
 	if (local_overlaps(reg, o->workspace_root, true, &ov, &n, err) == 0) {
-		for (i = 0; i < n; i++)
+		for (i = 0; i < n; i++) {
+			ov[i].entry.relation = ov[i].ancestor ? "ancestor" : "descendant";
 			if (!lockrules_compatible(reg->acquire_shared, &ov[i].entry))
 				lockrules_conflict_keep(conflict, &ov[i].entry);
+		}
 		rc = 0;
 	}
 	lock_overlaps_free(ov, n);

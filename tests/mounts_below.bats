@@ -67,14 +67,14 @@ refused() {
 	proj_with_cache
 	hold "$C"
 	refused "$P"
-	jq_ok ".error.workspace_root == \"$C\" and .error.holder.workspace_root == \"$C\" and .error.requested == \"$P\""
+	jq_ok ".error.workspace_root == \"$C\" and .error.holder.workspace_root == \"$C\" and .error.requested == \"$P\" and .error.relation == \"descendant\""
 	refused "$P/.cache"
 	inspect_json "$P"
 	jq_ok ".state == \"free\" and ([.overlapping[] | [.workspace_root, .relation]] == [[\"$C\", \"descendant\"]])" "$INSPECT"
 	unhold
 	hold "$P"
 	refused "$C"
-	jq_ok ".error.workspace_root == \"$P\""
+	jq_ok ".error.workspace_root == \"$P\" and .error.relation == \"ancestor\""
 	refused "$C/sub"
 	inspect_json "$C"
 	jq_ok ".state == \"free\" and ([.overlapping[] | [.workspace_root, .relation]] == [[\"$P\", \"ancestor\"]])" "$INSPECT"

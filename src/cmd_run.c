@@ -227,10 +227,10 @@ static int run_main(struct cli *c, int argc, char **argv)
 
 	/* Inside the holder of this workspace or an ancestor, by proof (its
 	 * live descriptor, or descent from its holder; never by a token):
-	 * run the command without acquiring again. Where a read costs a
-	 * request (etcd), hold_acquire looks only when its first attempt
-	 * meets a conflict: an acquire that succeeds proves that no lock
-	 * encloses the caller. */
+	 * run the command without acquiring again. Where reading first costs
+	 * (both backends: a request, a walk of the ancestors), hold_acquire
+	 * looks only when its first attempt meets a conflict: an acquire
+	 * that succeeds proves that no lock encloses the caller. */
 	/* -w/-n bound its reads too (etcd's requests; the local registry
 	 * reads without its coordination lock), and only them: the wait
 	 * below has its own deadline. */

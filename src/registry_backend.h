@@ -56,10 +56,11 @@ struct registry_ops {
 	 * included, so it may be called without a bound (timeout_ms < 0);
 	 * false: registry_wait bounds such a call to WAIT_POLL_MS. */
 	bool wait_until_change;
-	/* Reading before acquiring costs a request (etcd): a run looks for
-	 * the lock it may be nested in only when its first attempt meets a
-	 * conflict (an acquire that succeeds proves that no lock encloses
-	 * it); false: nest_find first, as the local backend reads for free. */
+	/* A run looks for the lock it may be nested in only when its first
+	 * attempt meets a conflict (an acquire that succeeds proves that no
+	 * lock encloses it): reading before acquiring costs a request (etcd)
+	 * or a walk of both spaces' ancestors (local); false: nest_find
+	 * first. */
 	bool nest_on_conflict;
 	int (*keepalive)(struct registry *reg, const struct owner *o,
 			 long *next_ms, long *ttl_ms, struct wsl_error *err);

@@ -883,6 +883,6 @@ const struct registry_ops registry_local_ops = {
 	.wait = local_wait,
 	.wait_end = local_wait_end,
 	.wait_until_change = true,
-	.keepalive = NULL,
+	.nest_on_conflict = true,
 	.nest_lock = local_nest_lock,
 };

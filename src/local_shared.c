@@ -243,8 +243,10 @@ int shared_read(struct registry *reg, const char *key, int fd,
 	}
 	free_names(names, n);
 	fsx_close(hfd);
-	if (rc != 0)
+	if (rc != 0) {
+		lock_entry_free(e);	/* the holders read so far */
 		return -1;
+	}
 	if (e->n_holders == 0) {
 		set_corrupt(e, "a shared lock without holders");
 		return 0;

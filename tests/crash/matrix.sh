@@ -59,7 +59,7 @@ REL="release:renamed release:markers-removed"
 TAKE="journal:opened takeover:journaled takeover:owner-staged takeover:live-replaced takeover:owner-replaced takeover:retained-dropped"
 QUEUE="queue:created queue:joined queue:sleeping queue:left"
 COLS=(acquire run run_multi run_nested run_wait release recover recover_cmd reclaim run_retain acquire_reclaim recover_retained recover_corrupt
-	run_shared run_shared_join release_shared reclaim_shared)
+	run_shared run_shared_join release_shared reclaim_shared recover_shared)
 declare -A HEAD=(
 	[acquire]="acquire"
 	[run]="run"
@@ -78,6 +78,7 @@ declare -A HEAD=(
 	[run_shared_join]="run--shared(2nd)"
 	[release_shared]="release(1 of 2)"
 	[reclaim_shared]="reclaim(2 readers)"
+	[recover_shared]="recover(reader)--CMD"
 )
 declare -A EXPECT=(
 	[acquire]="$ACQ"
@@ -97,6 +98,7 @@ declare -A EXPECT=(
 	[run_shared_join]="shared:staged shared:joined shared:left"
 	[release_shared]="shared:left"
 	[reclaim_shared]="journal:opened takeover:journaled shared:left $REL garbage:staging-removed"
+	[recover_shared]="$TAKE shared:left"
 )
 
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/wslock-crash.XXXXXX")
@@ -265,6 +267,16 @@ crash_run() {
 	reclaim_shared)
 		setup_dead_reader && setup_dead_reader && setup_garbage || return 1
 		cmd=(reclaim --yes)
+		;;
+	recover_shared)
+		# A dead reader beside a live one, recovered with a command:
+		# replaced in its holder directory, then released.
+		start_sleeper
+		HOLDER=$SLEEPER
+		W acquire --shared --pid "$HOLDER" "$WS" >/dev/null || { bad "setup: acquire --shared failed"; return 1; }
+		setup_dead_reader || return 1
+		W inspect --owner "$WS" >"$CELL/expected.json"
+		cmd=(recover --expected-owner "$CELL/expected.json" "$WS" -- true)
 		;;
 	recover_corrupt)
 		setup_corrupt || return 1

@@ -1,10 +1,12 @@
 /* hold_multi.c - the workspaces of one acquire or run, resolved and
  * checked apart: two that nest (the same directory, one inside the other;
- * by path or by identity, so a bind-mount alias counts) are a usage error,
+ * by path or by identity, so a bind-mount alias counts, or through a
+ * filesystem mounted below one of them) are a usage error,
  * since locking both at once would conflict with itself. One owner each,
  * sharing the token and operation id of the first (hold_multi.h). */
 #include "hold_multi.h"
 #include "wspath.h"
+#include "wsmounts.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -32,6 +34,35 @@ static int nesting(const struct hold_set *set, size_t i, size_t j, const char *h
 	return wsl_error_set(err, WSL_USAGE,
 			     "%s and %s overlap%s (one directory, or one inside the other); lock only the outer one, which covers both",
 			     a, b, how);
+}
+
+/* Whether a filesystem mounted below a (or another path of a's directory,
+ * wsmounts.h) makes a and b share a directory: b lies inside one of those
+ * paths or holds one, or b's identity holds a mount below a, lies inside
+ * it, or holds a directory above a across a mount point. */
+static int mounts_overlap(const char *a, const char *b, bool *out, struct wsl_error *err)
+{
+	char fs[MOUNTINFO_FS_MAX + 1], fspath[PATH_MAX];
+	struct wsmounts m;
+	size_t k;
+	int rc = 0;
+
+	*out = false;
+	if (wsmounts_find(a, true, &m, err) != 0)
+		return -1;
+	for (k = 0; !*out && k < m.n_paths; k++)
+		*out = wspath_within(b, m.paths[k].path) || wspath_within(m.paths[k].path, b);
+	if (!*out && m.n_places > 0 && (rc = wspath_identity(b, fs, fspath, err)) == 0) {
+		for (k = 0; !*out && k < m.n_places; k++) {
+			const struct wsmounts_place *pl = &m.places[k];
+
+			*out = strcmp(pl->fs, fs) == 0 &&
+			       (wspath_within(pl->fspath, fspath) ||
+				(pl->below && wspath_within(fspath, pl->fspath)));
+		}
+	}
+	wsmounts_free(&m);
+	return rc;
 }
 
 int hold_set_open(struct hold_set *set, struct registry *reg, struct registry_config *cfg,
@@ -63,6 +94,22 @@ int hold_set_open(struct hold_set *set, struct registry *reg, struct registry_co
 			if (wspath_within(set->ws[i], set->ws[j]) ||
 			    wspath_within(set->ws[j], set->ws[i]))
 				return nesting(set, i, j, "", err);
+	/* The local backend also sees mounts (etcd keys by path alone). */
+	if (strcmp(registry_backend(reg), "etcd") == 0)
+		return 0;
+	for (i = 0; i < n; i++)
+		for (j = 0; j < n; j++) {
+			bool both;
+
+			if (i == j)
+				continue;
+			if (mounts_overlap(set->ws[i], set->ws[j], &both, err) != 0)
+				return -1;
+			if (both)
+				return nesting(set, i < j ? i : j, i < j ? j : i,
+					       " through a bind mount or another mount (one mounted inside the other, or another path to the same directory)",
+					       err);
+		}
 	return 0;
 }
 

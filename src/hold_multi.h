@@ -27,7 +27,9 @@ struct hold_set {
  * than REGISTRY_MULTI_MAX, several on a backend that cannot take them at
  * once (registry_multi_check), and two that nest by path: the same
  * workspace twice, or one inside the other (locking both at once would
- * conflict with itself); else with the errors of those calls.
+ * conflict with itself); on the local backend also two that share a
+ * directory through a mount of this namespace (wsmounts.h: one mounted
+ * inside the other); else with the errors of those calls.
  */
 int hold_set_open(struct hold_set *set, struct registry *reg, struct registry_config *cfg,
 		  char *const *args, size_t n, struct wsl_error *err);

@@ -204,6 +204,20 @@ refused() {
 	unhold
 }
 
+@test "run and acquire of the workspace and the directory mounted below it at once: a usage error, nothing locked" {
+	proj_with_cache
+	local before
+	run -0 --separate-stderr wsl run "$P" -- true
+	before=$(registry_snapshot)
+	run -64 --separate-stderr wsl run "$P" "$C" -- echo RAN
+	[[ $output != *RAN* ]] || fail "ran: $output"
+	[[ $stderr == *"$P"*"$C"*"mount"* ]] || fail "no reason: $stderr"
+	run -64 --separate-stderr wsl acquire --pid $$ "$C/sub" "$P"
+	assert_json_error WSLOCK_USAGE
+	run -64 --separate-stderr wsl run "$P/.cache" "$C" -- echo RAN
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+}
+
 # The marker detector: a marker in one place for whoever is inside; any
 # other marker there is an overlap.
 DETECT='for m in "$2"/*; do [ -e "$m" ] && echo "$3 saw $m" >>"$4"; done

@@ -321,3 +321,32 @@ entered() {
 	run -0 wsl acquire --help
 	[[ "$output" == *--shared* ]]
 }
+
+@test "--shared takes one workspace: several at once are a usage error and lock nothing" {
+	mkws a b
+	run --separate-stderr wsl run --shared "$(W a)" "$(W b)" -- true
+	[ "$status" = 64 ]
+	run --separate-stderr wsl acquire --shared "$(W a)" "$(W b)"
+	[ "$status" = 64 ]
+	jq_ok '.error.code == "WSLOCK_USAGE"'
+	[ -z "$(ls "$WSLOCK_DIR/locks" 2>/dev/null)" ]
+}
+
+@test "through a bind mount: a reader by one path keeps a writer by the other out; two readers share" {
+	unshare -m sh -c 'mount -t tmpfs none /mnt' 2>/dev/null ||
+		skip "cannot create a mount namespace and mount here (no CAP_SYS_ADMIN)"
+	mkws a alias
+	start_sleeper
+	run -0 --separate-stderr timeout -k 5 60 unshare -m --propagation private sh -c '
+		W=$1 real=$2 alias=$3 pid=$4
+		mount --bind "$real" "$alias" || exit 90
+		"$W" acquire -q --shared --pid "$pid" "$alias" >/dev/null || exit 91
+		"$W" run -n "$real" -- true 2>/dev/null; echo "writer-real:$?"
+		"$W" run -n --shared "$real" -- true; echo "reader-real:$?"
+		"$W" acquire -q --shared --pid "$pid" "$real" >/dev/null; echo "reader-held:$?"
+		"$W" run -n "$alias" -- true 2>/dev/null; echo "writer-alias:$?"' \
+		sh "$WSLOCK" "$(canon "$(W a)")" "$(canon "$(W alias)")" "$SLEEPER_PID"
+	[ "${lines[0]}" = writer-real:75 ] && [ "${lines[1]}" = reader-real:0 ] &&
+		[ "${lines[2]}" = reader-held:0 ] && [ "${lines[3]}" = writer-alias:75 ] ||
+		fail "unexpected: $output $stderr"
+}

@@ -21,7 +21,7 @@ static const struct cli_option inspect_options[] = {
 	{ "operation-id", OPT_OPERATION_ID, required_argument, "ID",
 	  "list the locks of the operation ID (as --all lists)" },
 	{ "journal", OPT_JOURNAL, no_argument, NULL,
-	  "print the audit journal (of WORKSPACE only, if given)" },
+	  "print the audit journal (of WORKSPACE only, if given); --format text: one line an entry" },
 	{ "registry", OPT_REGISTRY, no_argument, NULL,
 	  "print where the registry is (backend and directory)" },
 	{ "exit-status", OPT_EXIT_STATUS, no_argument, NULL,
@@ -116,7 +116,7 @@ static int inspect_operation(struct cli *c, struct registry *reg, const char *id
 /* inspect --journal [WORKSPACE]: LOCKDIR/journal.jsonl as {"journal":[...]},
  * every line (or those of one workspace), oldest first. */
 static int inspect_journal(struct cli *c, struct registry *reg, const char *ws,
-			   struct wsl_error *err)
+			   bool text, struct wsl_error *err)
 {
 	char path[PATH_MAX + 32], *buf = NULL, *line, *save = NULL;
 	json_t *list, *out;
@@ -161,6 +161,12 @@ static int inspect_journal(struct cli *c, struct registry *reg, const char *ws,
 		json_decref(ev);
 	}
 	free(buf);
+	if (text) {
+		int rc = output_journal_table(list);
+
+		json_decref(list);
+		return rc;
+	}
 	out = json_object();
 	json_object_set_new(out, "journal", list);
 	return output_json(c, out);
@@ -414,8 +420,9 @@ static int inspect_main(struct cli *c, int argc, char **argv)
 	first = cli_parse(c, &cmd_inspect, argc, argv, inspect_option, &a, &status);
 	if (first < 0)
 		return status;
-	if ((a.journal || a.registry || a.operation_id) && (a.all || a.owner_only || a.text))
-		return output_usage(c, "--journal, --registry and --operation-id go without --all, --owner and --format");
+	if ((a.journal || a.registry || a.operation_id) &&
+	    (a.all || a.owner_only || (a.text && !a.journal)))
+		return output_usage(c, "--journal, --registry and --operation-id go without --all and --owner; --format text goes with --journal only");
 	if (a.registry || a.operation_id) {
 		if (argc - first != 0 || (a.registry && a.operation_id) || a.journal)
 			return output_usage(c, "%s takes no WORKSPACE and no other view",
@@ -446,7 +453,7 @@ static int inspect_main(struct cli *c, int argc, char **argv)
 		char ws[PATH_MAX];
 		rc = argc - first == 1 &&
 			registry_workspace(&reg, argv[first], true, ws, &err) != 0 ? -1 :
-			inspect_journal(c, &reg, argc - first == 1 ? ws : NULL, &err);
+			inspect_journal(c, &reg, argc - first == 1 ? ws : NULL, a.text, &err);
 	} else {
 		rc = a.all ? inspect_all(c, &reg, a.text, &err) :
 			argc - first > 1 ?

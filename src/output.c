@@ -562,6 +562,64 @@ int output_table(const struct cli *c, const struct output_row *rows, size_t n)
 	return 0;
 }
 
+/* One journal line's cells for the text view, each on one line
+ * (one_line): time, action, workspace, who did it, and why it was allowed. */
+struct journal_cells {
+	char time[64], action[32], ws[PATH_MAX * 4], who[400], why[1200];
+};
+
+static void journal_cells(json_t *ev, struct journal_cells *j)
+{
+	json_t *actor = json_object_get(ev, "actor");
+	const char *s, *lr = json_string_value(json_object_get(ev, "liveness_reason"));
+	const char *fr = json_string_value(json_object_get(ev, "force_reason"));
+	char why[2048];
+
+	s = json_string_value(json_object_get(ev, "time"));
+	one_line(s ? s : "-", j->time, sizeof(j->time));
+	s = json_string_value(json_object_get(ev, "action"));
+	one_line(s ? s : "-", j->action, sizeof(j->action));
+	s = json_string_value(json_object_get(ev, "workspace_root"));
+	one_line(s ? s : "-", j->ws, sizeof(j->ws));
+	s = json_string_value(json_object_get(actor, "host"));
+	snprintf(why, sizeof(why), "%" JSON_INTEGER_FORMAT "@%s uid %" JSON_INTEGER_FORMAT,
+		 json_integer_value(json_object_get(actor, "pid")), s ? s : "?",
+		 json_integer_value(json_object_get(actor, "uid")));
+	one_line(why, j->who, sizeof(j->who));
+	if (json_is_true(json_object_get(ev, "forced")))
+		snprintf(why, sizeof(why), "forced: %s%s%s", fr ? fr : "-",
+			 lr ? "; " : "", lr ? lr : "");
+	else
+		snprintf(why, sizeof(why), "%s", lr ? lr : "-");
+	one_line(why, j->why, sizeof(j->why));
+}
+
+int output_journal_table(json_t *list)
+{
+	size_t i, n = json_array_size(list), wcol = strlen("WORKSPACE");
+	size_t hcol = strlen("WHO");
+	struct journal_cells *j = calloc(n + 1, sizeof(*j));
+
+	if (j == NULL)
+		return write_failed(ENOMEM);
+	for (i = 0; i < n; i++) {
+		journal_cells(json_array_get(list, i), &j[i]);
+		if (strlen(j[i].ws) > wcol)
+			wcol = strlen(j[i].ws);
+		if (strlen(j[i].who) > hcol)
+			hcol = strlen(j[i].who);
+	}
+	printf("%-24s  %-13s  %-*s  %-*s  %s\n", "TIME", "ACTION", (int)wcol, "WORKSPACE",
+	       (int)hcol, "WHO", "REASON");
+	for (i = 0; i < n; i++)
+		printf("%-24s  %-13s  %-*s  %-*s  %s\n", j[i].time, j[i].action, (int)wcol,
+		       j[i].ws, (int)hcol, j[i].who, j[i].why);
+	free(j);
+	if (fflush(stdout) == EOF || ferror(stdout))
+		return write_failed(errno);
+	return 0;
+}
+
 void output_notice(const char *fmt, ...)
 {
 	va_list ap;

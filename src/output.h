@@ -82,6 +82,14 @@ struct output_row {
  * registry options of c when it is not the default). */
 int output_table(const struct cli *c, const struct output_row *rows, size_t n);
 
+/* inspect --journal --format text: list (the journal's lines as JSON
+ * objects, oldest first) as a table on stdout, one line an entry: TIME,
+ * ACTION, WORKSPACE, WHO (the actor: pid@host uid N) and REASON (why it
+ * was allowed: the liveness reason, or "forced: " and --reason first),
+ * every cell on one line (control characters escaped). 0, or the exit
+ * status of a failed write (as output_json). */
+int output_journal_table(json_t *list);
+
 /* For a corrupt lock e that recover clears (lockrules_corrupt_clearable,
  * and its workspace exists): the command line to copy into out (len
  * bytes), "cp OWNER.JSON corrupt-owner.json && wslock recover --force

@@ -176,3 +176,35 @@ jline() { sed -n "${1}p" "$(journal)"; }
 		'.action == "reclaim" and .prior_owner == $o and .new_owner.token == $t and .new_owner.recovery_of == $o.token' \
 		<<<"$(jline 2)" >/dev/null || fail "line 2: $(jline 2)"
 }
+
+@test "inspect --journal --format text: a header, then one line per entry (time, action, workspace, who, reason), one workspace's only when named" {
+	export WSLOCK_HOST=journal-host
+	mkws rec forced
+	T=$BATS_TEST_TMPDIR
+	dead_acquired "$(W rec)"
+	printf '%s' "$DEAD_OWNER" >"$T/rec.json"
+	run -0 wsl recover --expected-owner "$T/rec.json" "$(W rec)"
+	dead_acquired "$(W forced)"
+	edit_owner "$(W forced)" '.host = "other-host"'
+	wsl inspect --owner "$(W forced)" >"$T/forced.json"
+	run -0 wsl recover --force --reason "gone for good" --expected-owner "$T/forced.json" "$(W forced)"
+	run -0 --separate-stderr wsl inspect --journal --format text
+	[ "${#lines[@]}" -eq 3 ] || fail "not a header and two lines: $output"
+	[[ ${lines[0]} =~ ^TIME\ +ACTION\ +WORKSPACE\ +WHO\ +REASON$ ]] || fail "header: ${lines[0]}"
+	local t1 t2
+	t1=$(wsl inspect --journal | jq -r '.journal[0].time')
+	t2=$(wsl inspect --journal | jq -r '.journal[1].time')
+	[[ ${lines[1]} =~ ^$t1\ +recover\ +$(canon "$(W rec)")\ +[0-9]+@journal-host\ uid\ $(id -u)\ +pid\ [0-9]+\ no\ longer\ exists$ ]] ||
+		fail "first entry: ${lines[1]}"
+	[[ ${lines[2]} == "$t2 "*" recover "*"$(canon "$(W forced)") "*"@journal-host uid $(id -u) "*" forced: gone for good; "* ]] ||
+		fail "second entry: ${lines[2]}"
+	# One workspace's entries only; an empty journal is the header alone.
+	run -0 --separate-stderr wsl inspect --journal --format text "$(W forced)"
+	[ "${#lines[@]}" -eq 2 ] && [[ ${lines[1]} == *"$(canon "$(W forced)")"* ]] || fail "filtered: $output"
+	mkws none
+	run -0 --separate-stderr wsl inspect --journal --format text "$(W none)"
+	[ "${#lines[@]}" -eq 1 ] || fail "empty: $output"
+	# The other views still take no --format.
+	run -64 --separate-stderr wsl inspect --registry --format text
+	assert_usage_error
+}

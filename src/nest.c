@@ -14,6 +14,36 @@
 
 #define NEST_WALK_MAX 4096
 
+/* Whether descriptor fd's open file description holds a flock(2) lock:
+ * /proc/self/fdinfo/FD lists a "lock:" line for each lock whose file is
+ * that description (proc(5), fs/locks.c show_fd_locks), so a descriptor
+ * inherited from the holder shows its lock and a fresh open(2) of the same
+ * file shows none. */
+static bool fd_holds_flock(long fd)
+{
+	char path[64], buf[4096];
+	ssize_t n;
+	int info;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%ld", fd);
+	info = fsx_open(path, O_RDONLY | O_NOCTTY, 0);
+	if (info < 0)
+		return false;
+	n = fsx_read_all(info, buf, sizeof(buf) - 1);
+	fsx_close(info);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	for (const char *line = buf; line != NULL && *line != '\0';) {
+		if (strncmp(line, "lock:", 5) == 0 && strstr(line, " FLOCK ") != NULL)
+			return true;
+		line = strchr(line, '\n');
+		if (line != NULL)
+			line++;
+	}
+	return false;
+}
+
 int nest_holds_file(dev_t dev, ino_t ino)
 {
 	struct dirent *de;
@@ -37,7 +67,7 @@ int nest_holds_file(dev_t dev, ino_t ino)
 		    fd == self || fd > 1048576)
 			continue;
 		if (fstat((int)fd, &st) == 0 && S_ISREG(st.st_mode) &&
-		    st.st_dev == dev && st.st_ino == ino)
+		    st.st_dev == dev && st.st_ino == ino && fd_holds_flock(fd))
 			found = 1;
 	}
 	closedir(dir);

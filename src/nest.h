@@ -37,7 +37,10 @@ enum nest_how {
 enum nest_how nest_proven(const struct lock_entry *e, pid_t from);
 
 /* 1 when some descriptor of this process is the file dev/ino (by
- * fstat(2) of every entry of /proc/self/fd), else 0. */
+ * fstat(2) of every entry of /proc/self/fd) and its open file description
+ * holds a flock(2) lock on it (/proc/self/fdinfo/FD, proc(5)): the holder's
+ * own lock on live, inherited; a descriptor opened anew by path holds none.
+ * Else 0. */
 int nest_holds_file(dev_t dev, ino_t ino);
 
 /*

@@ -163,6 +163,19 @@ nested_job() {
 	assert_run_error WSLOCK_BUSY
 }
 
+@test "a descriptor of the live file opened by path, not inherited from the holder, does not nest" {
+	mkws a
+	hold "$(W a)"
+	live=$(lock_dir_of "$(W a)")/live
+	[ -f "$live" ] || fail "no live file at $live"
+	# The same file, but a new open file description: it holds no lock,
+	# so it proves nothing (an inherited one carries the holder's flock).
+	run -75 --separate-stderr bash -c 'exec 7<"$1" && exec timeout -k 5 30 "$2" run -n "$3" -- echo SHOULD-NOT-RUN' \
+		_ "$live" "$WSLOCK" "$(W a)"
+	assert_run_error WSLOCK_BUSY
+	[ -z "$output" ] || fail "the command ran: '$output'"
+}
+
 @test "issue 12.8: acquire --pid P that waits while P exits fails and leaves no lock" {
 	mkws a
 	hold "$(W a)"

@@ -653,6 +653,21 @@ a_document() {
 	[[ $output == *"/wslock/lock$(W a)"* ]] || fail "not under /wslock/: $output"
 }
 
+@test "etcd: recover of a corrupt key given 'etcdctl get --print-value-only' bytes (a newline added) says so; the exact bytes from -w json clear it" {
+	mkws a
+	wsl run "$(W a)" -- true
+	ectl put "/wslock/lock$(W a)" 'half a docu' >/dev/null
+	run -0 wsl inspect "$(W a)"
+	jq_ok '.state == "corrupt"'
+	ectl get --print-value-only "/wslock/lock$(W a)" >"$BATS_TEST_TMPDIR/c.json"
+	run -65 --separate-stderr wsl recover --force --reason "torn, checked" --expected-owner "$BATS_TEST_TMPDIR/c.json" "$(W a)"
+	[[ $stderr == *"only by a trailing newline"*"etcdctl get -w json"* ]] || fail "no hint: $stderr"
+	[ "$(ectl get --print-value-only "/wslock/lock$(W a)")" = "half a docu" ] || fail "the key changed"
+	ectl get -w json "/wslock/lock$(W a)" | jq -r '.kvs[0].value' | base64 -d >"$BATS_TEST_TMPDIR/exact.json"
+	run -0 --separate-stderr wsl recover --force --reason "torn, checked" --expected-owner "$BATS_TEST_TMPDIR/exact.json" "$(W a)"
+	jq_ok '.action == "cleared-corrupt"'
+}
+
 @test "etcd: losing one member of three keeps run, acquire and release working" {
 	local d=$BATS_FILE_TMPDIR/etcd3 ep leader i urls="" out deadline
 	ep=$("$CLUSTER" start -n 3 "$d")

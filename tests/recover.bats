@@ -533,3 +533,27 @@ new: $2"
 	[ -s "$T/err" ] || fail "recover did not say it lost the lock"
 	jq -e --arg t "$third" '.token == $t' "$(owner_file "$(W a)")" >/dev/null || fail "the new owner's lock was touched"
 }
+
+@test "recover of a corrupt lock: bytes that differ only by a trailing newline are refused (exact bytes), and the message says so and how to get them" {
+	mkws a
+	dead_acquired "$(W a)"
+	printf 'half a docu' | put_owner "$(W a)"
+	T=$BATS_TEST_TMPDIR
+	printf 'half a docu\n' >"$T/nl.json"
+	before=$(registry_snapshot)
+	run -65 --separate-stderr wsl recover --force --reason "torn, checked" --expected-owner "$T/nl.json" "$(W a)"
+	assert_json_error WSLOCK_LOCK_CORRUPT
+	[[ $stderr == *"only by a trailing newline"*"exact bytes"* ]] || fail "no hint: $stderr"
+	# Any other difference is refused as before, without that hint.
+	printf 'half a docU' >"$T/other.json"
+	run -65 --separate-stderr wsl recover --force --reason "torn, checked" --expected-owner "$T/other.json" "$(W a)"
+	[[ $stderr != *"trailing newline"* ]] || fail "wrong hint: $stderr"
+	printf 'half a docu\n\n' >"$T/nl2.json"
+	run -65 --separate-stderr wsl recover --force --reason "torn, checked" --expected-owner "$T/nl2.json" "$(W a)"
+	[[ $stderr != *"trailing newline"* ]] || fail "wrong hint: $stderr"
+	assert_same_snapshot "$before" "$(registry_snapshot)"
+	# The exact bytes clear it.
+	cp "$(lock_dir_of "$(W a)")/owner.json" "$T/exact.json"
+	run -0 --separate-stderr wsl recover --force --reason "torn, checked" --expected-owner "$T/exact.json" "$(W a)"
+	[ "$(wsl inspect "$(W a)" | jq -r .state)" = free ]
+}

@@ -495,7 +495,7 @@ int lockrules_check_take_over(const char *workspace, const struct registry_expec
 				     workspace, e->reason);
 	if (e->liveness == LIVENESS_UNKNOWN && !x->force)
 		return wsl_error_set(err, WSL_LIVENESS_UNKNOWN,
-				     "the owner of %s cannot be proven dead (%s); after checking that host, use --force --reason",
+				     "the owner of %s cannot be proven dead (%s); after checking that its holder has ended (on its host, in its container), use --force --reason",
 				     workspace, e->reason);
 	return 0;
 }

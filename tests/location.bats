@@ -74,3 +74,41 @@ in_env() {
 	mkdir -p "$BATS_TEST_TMPDIR/sd"
 	run -0 --separate-stderr in_env STATE_DIRECTORY="$BATS_TEST_TMPDIR/sd" -- inspect "$(W a)"
 }
+
+@test "location: a relative -d is made absolute against the working directory, and every message shows the absolute path" {
+	mkws a
+	mkdir -p "$BATS_TEST_TMPDIR/cwd"
+	cd "$BATS_TEST_TMPDIR/cwd"
+	local abs=$BATS_TEST_TMPDIR/cwd/rel/reg
+	run -0 --separate-stderr wsl -d rel/reg inspect --registry
+	jq_ok ".registry == \"$abs\""
+	run -0 --separate-stderr wsl -d rel/reg acquire --pid $$ "$(W a)"
+	[ -d "$abs/locks" ] || fail "not made at $abs"
+	chmod 0755 "$abs"
+	run -77 --separate-stderr wsl -d rel/reg run "$(W a)" -- true
+	[[ $stderr == "wslock: $abs has mode 0755"* ]] || fail "not the absolute path: $stderr"
+	chmod 0700 "$abs"
+	# The command to copy after "recovery required" names the registry
+	# by its absolute path, so it works from another directory.
+	mkws b
+	WSLOCK_DIR=$abs dead_acquired "$(W b)"
+	unset WSLOCK_DIR
+	run -69 --separate-stderr wsl -d rel/reg run "$(W b)" -- true
+	[[ $stderr == *"; next: wslock -d $abs inspect --owner "* ]] || fail "next: $stderr"
+	run -0 --separate-stderr wsl -d rel/reg inspect --format text "$(W b)"
+	[[ $output == *"wslock -d $abs inspect --owner "* ]] || fail "text view: $output"
+}
+
+@test "location: without HOME (env -u HOME) and no other setting, one clear line and 64 for run and inspect" {
+	mkws a
+	run -64 --separate-stderr env -u HOME -u WSLOCK_DIR -u STATE_DIRECTORY -u XDG_STATE_HOME \
+		timeout -k 5 30 "$WSLOCK" run "$(W a)" -- echo SHOULD-NOT-RUN
+	[ -z "$output" ] || fail "run printed on stdout: $output"
+	[ "${#stderr_lines[@]}" -eq 1 ] || fail "not one line: $stderr"
+	[[ $stderr == "wslock: no registry directory: "*WSLOCK_DIR*STATE_DIRECTORY*XDG_STATE_HOME*HOME*"[WSLOCK_USAGE]" ]] ||
+		fail "unclear: $stderr"
+	run -64 --separate-stderr env -u HOME -u WSLOCK_DIR -u STATE_DIRECTORY -u XDG_STATE_HOME \
+		timeout -k 5 30 "$WSLOCK" inspect "$(W a)"
+	[ "${#stderr_lines[@]}" -eq 1 ] || fail "not one line: $stderr"
+	jq_ok '.error.code == "WSLOCK_USAGE"'
+}

@@ -11,6 +11,9 @@
 #                  only; a recover or reclaim hook that took over a
 #                  reader holds shared too, and says so by its tag)
 #   run            wslock run -w W WS -- hold                   0 | 69 | 75
+#   multi          wslock run -w W WS WS2 -- hold both          0 | 69 | 75
+#                  (two workspaces that do not nest, all or none: an
+#                  interval on each, with one tag)
 #   nested         wslock run -w W WS -- sh -c 'wslock run -n WS -- hold &'
 #                  (the outer waits for its nested run, once it
 #                  holds)                                        0 | 69 | 75
@@ -188,9 +191,24 @@ MODE_HOLD='ws=$3; [ "$ws" = - ] && ws=$WSLOCK_WORKSPACE
 	t=$4; [ "$("$0" inspect "$ws" 2>/dev/null | jq -r .mode)" = shared ] && t=$4.s
 	exec "$1" hold "$2" "$3" "$t" "$5"'
 
+# multi_partner WS: a workspace of the tree that does not nest with WS
+# (neither the tree's root nor the mount below t/b, which nest with
+# others by path or by mount), or exit 1 when WS has none.
+multi_partner() {
+	local w c=()
+	[ "$1" = "$TREE" ] || [[ $1 == "$TREE/b/m"* ]] && return 1
+	for w in "${WSS[@]}"; do
+		[ "$w" = "$TREE" ] || [[ $w == "$TREE/b/m"* ]] && continue
+		[[ $w == "$1" || $w == "$1"/* || $1 == "$w"/* ]] && continue
+		c+=("$w")
+	done
+	[ "${#c[@]}" -gt 0 ] || return 1
+	printf '%s\n' "${c[$((RANDOM % ${#c[@]}))]}"
+}
+
 # contender ID: ITER operations; its log is $S/logs/ID.log.
 contender() {
-	local id=$1 log=$S/logs/$1.log j r ws arg tag st out tok kind me
+	local id=$1 log=$S/logs/$1.log j r ws ws2 arg tag st out tok kind me
 	local -a cands
 	local myns myhost
 	# $BASHPID inside $(...) would name the short-lived substitution shell.
@@ -229,6 +247,17 @@ contender() {
 					sleep 0.01
 				done
 				exit 0' "$W" "$ws" "$STAMP" "$log" "$tag" "$HOLD_MS" "$HERE/check.sh" \
+				</dev/null >/dev/null 2>>"$S/logs/$id.err"
+			st=$?
+		elif ((r >= 19 && r < 24)) && ws2=$(multi_partner "$ws"); then
+			# Two workspaces at once (the second never nests with the
+			# first), named in either order: one interval on each.
+			kind=multi
+			local -a pair=("$arg" "$(spelled "$ws2")")
+			((RANDOM % 2)) && pair=("${pair[1]}" "${pair[0]}")
+			wsl run -q -w "$WAIT" "${pair[@]}" -- sh -c '
+				"$0" hold "$1" "$2" "$4" "$5" & "$0" hold "$1" "$3" "$4" "$5"; wait' \
+				"$STAMP" "$log" "$ws" "$ws2" "$tag" "$HOLD_MS" \
 				</dev/null >/dev/null 2>>"$S/logs/$id.err"
 			st=$?
 		elif ((r < 30)); then

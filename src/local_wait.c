@@ -16,8 +16,16 @@
  *                        two shared entries do not conflict), the waiter's
  *                        pid and pid namespace, its arrival time, and the
  *                        workspace's identity (fs, path inside it) and
- *                        canonical path. Nothing in it is durable: a crash
- *                        ends every waiter, so nothing is fsynced.
+ *                        canonical path; a waiter for several workspaces
+ *                        at once (local_multi.c) adds the identity and
+ *                        path of each further one, so that its one entry,
+ *                        at one SEQ, stands in the queue of every
+ *                        workspace it needs (two entries conflict when any
+ *                        workspace of one nests with any of the other's:
+ *                        queue order is one order for all, and waiters
+ *                        that name them in different orders cannot wait
+ *                        for each other). Nothing in it is durable: a
+ *                        crash ends every waiter, so nothing is fsynced.
  *
  * An entry whose kernel lock is free is abandoned (its waiter was killed:
  * the kernel dropped the lock): every scan under .coordination LOCK_EX,

@@ -50,19 +50,19 @@ int child_block_signals(sigset_t *orig, struct wsl_error *err)
 	return fd;
 }
 
-/* WSLOCK_WORKSPACES (workspace, then os[1..n)'s, one a line) and
- * WSLOCK_OWNERS (the JSON array of os[0..n)), for a run of one workspace
- * too, so that a script reads them the same way either way. */
-static int set_child_env_all(const struct owner *os, size_t n, const char *workspace,
+/* WSLOCK_WORKSPACES (wss[0..n), one a line) and WSLOCK_OWNERS (the JSON
+ * array of os[0..n)), for a run of one workspace too, so that a script
+ * reads them the same way either way. */
+static int set_child_env_all(const struct owner *os, size_t n, const char *const *wss,
 			     struct wsl_error *err)
 {
-	size_t len = strlen(workspace) + 1;
+	size_t len = 1;
 	json_t *owners = json_array();
 	char *list, *doc;
 	int rc = 0;
 
-	for (size_t i = 1; i < n; i++)
-		len += strlen(os[i].workspace_root) + 1;
+	for (size_t i = 0; i < n; i++)
+		len += strlen(wss[i]) + 1;
 	list = malloc(len);
 	for (size_t i = 0; owners != NULL && i < n; i++)
 		json_array_append_new(owners, owner_to_json(&os[i]));
@@ -73,9 +73,9 @@ static int set_child_env_all(const struct owner *os, size_t n, const char *works
 		free(doc);
 		return wsl_error_set(err, WSL_INTERNAL, "cannot format the owner documents");
 	}
-	snprintf(list, len, "%s", workspace);
+	snprintf(list, len, "%s", wss[0]);
 	for (size_t i = 1, at = strlen(list); i < n; i++)
-		at += (size_t)snprintf(list + at, len - at, "\n%s", os[i].workspace_root);
+		at += (size_t)snprintf(list + at, len - at, "\n%s", wss[i]);
 	if (setenv("WSLOCK_WORKSPACES", list, 1) != 0 || setenv("WSLOCK_OWNERS", doc, 1) != 0)
 		rc = wsl_error_errno(err, WSL_OS, errno, "cannot set the environment");
 	free(list);
@@ -83,12 +83,14 @@ static int set_child_env_all(const struct owner *os, size_t n, const char *works
 	return rc;
 }
 
-/* The child's environment: workspace (its own, for a nested run below
- * the outer's workspace) and the owners os[0..n) of the locks it runs
- * under (WSLOCK_OWNER and WSLOCK_TOKEN: the first's). */
+/* The child's environment: its workspaces wss[0..n) (their own, for a
+ * nested run below the outer's workspace) and the owners os[0..n) of the
+ * locks it runs under (WSLOCK_WORKSPACE, WSLOCK_OWNER and WSLOCK_TOKEN:
+ * the first's). */
 static int set_child_env(const struct registry *reg, const struct owner *os, size_t n,
-			 const char *workspace, struct wsl_error *err)
+			 const char *const *wss, struct wsl_error *err)
 {
+	const char *workspace = wss[0];
 	const struct owner *o = &os[0];
 	char *doc = owner_format(o, false);
 	char fence[32];
@@ -103,7 +105,7 @@ static int set_child_env(const struct registry *reg, const struct owner *os, siz
 	    (reg->fence > 0 ? setenv("WSLOCK_FENCE", fence, 1) : unsetenv("WSLOCK_FENCE")) != 0)
 		rc = wsl_error_errno(err, WSL_OS, errno, "cannot set the environment");
 	free(doc);
-	return rc == 0 ? set_child_env_all(os, n, workspace, err) : rc;
+	return rc == 0 ? set_child_env_all(os, n, wss, err) : rc;
 }
 
 /* Reads one signal from the signalfd and forwards SIGTERM, SIGHUP, SIGUSR1
@@ -283,13 +285,16 @@ int child_run_held_multi(struct cli *c, struct registry *reg, const struct owner
 	struct wsl_error err = { 0 };
 	struct child run = *ch;
 	int wstatus = 0, status, wstatus_ok, nfd[REGISTRY_MULTI_MAX];
+	const char *wss[REGISTRY_MULTI_MAX] = { NULL };
 	size_t i;
 
+	for (i = 0; i < n; i++)
+		wss[i] = os[i].workspace_root;
 	/* The command inherits every live file: each lock is live while
 	 * it runs, even if this wslock is killed. */
 	run.more_fds = live_fds + 1;
 	run.n_more_fds = (int)n - 1;
-	if (set_child_env(reg, os, n, os[0].workspace_root, &err) != 0 ||
+	if (set_child_env(reg, os, n, wss, &err) != 0 ||
 	    supervise(reg, &os[0], &run, live_fds[0], &wstatus, &err) != 0) {
 		/* The child never ran, or the lock was lost under it: release
 		 * what is still ours (never another owner's), then report. A
@@ -332,20 +337,32 @@ int child_run_held_multi(struct cli *c, struct registry *reg, const struct owner
 int child_run_nested(struct cli *c, struct registry *reg, const struct lock_entry *outer,
 		     const char *workspace, int nest_fd, const struct child *ch)
 {
-	struct wsl_error err = { 0 };
-	int wstatus = 0, status;
+	return child_run_nested_multi(c, reg, &outer->owner, 1, &workspace, &nest_fd, ch);
+}
 
-	if (set_child_env(reg, &outer->owner, 1, workspace, &err) != 0 ||
-	    supervise(reg, &outer->owner, ch, nest_fd, &wstatus, &err) != 0) {
-		fsx_flock(nest_fd, LOCK_UN);
-		fsx_close(nest_fd);
+int child_run_nested_multi(struct cli *c, struct registry *reg, const struct owner *outers,
+			   size_t n, const char *const *wss, int *nest_fds,
+			   const struct child *ch)
+{
+	struct wsl_error err = { 0 };
+	struct child run = *ch;
+	int wstatus = 0, status;
+	size_t i;
+
+	/* The command inherits every nested file it holds shared. */
+	run.more_fds = nest_fds + 1;
+	run.n_more_fds = (int)n - 1;
+	if (set_child_env(reg, outers, n, wss, &err) != 0 ||
+	    supervise(reg, &outers[0], &run, nest_fds[0], &wstatus, &err) != 0)
 		status = output_error(c, &err);
-		wsl_error_clear(&err);
-		return status;
-	}
+	else
+		status = WIFSIGNALED(wstatus) ? 128 + WTERMSIG(wstatus) : WEXITSTATUS(wstatus);
+	wsl_error_clear(&err);
 	/* LOCK_UN first: a daemon the command left behind holds a copy of
 	 * the descriptor, and must not keep the outer run waiting. */
-	fsx_flock(nest_fd, LOCK_UN);
-	fsx_close(nest_fd);
-	return WIFSIGNALED(wstatus) ? 128 + WTERMSIG(wstatus) : WEXITSTATUS(wstatus);
+	for (i = 0; i < n; i++) {
+		fsx_flock(nest_fds[i], LOCK_UN);
+		fsx_close(nest_fds[i]);
+	}
+	return status;
 }

@@ -68,4 +68,17 @@ int child_run_held_multi(struct cli *c, struct registry *reg, const struct owner
 int child_run_nested(struct cli *c, struct registry *reg, const struct lock_entry *outer,
 		     const char *workspace, int nest_fd, const struct child *ch);
 
+/*
+ * child_run_nested for a run of several workspaces wss[0..n) each inside
+ * an enclosing holder's lock (outers[i], whose nested file the caller
+ * holds LOCK_SH in nest_fds[i]; one outer may cover several): the command
+ * inherits every nested file and gets WSLOCK_WORKSPACES (wss) and
+ * WSLOCK_OWNERS (outers) beside the first's WSLOCK_WORKSPACE,
+ * WSLOCK_TOKEN and WSLOCK_OWNER. Unlocks and closes every nest_fds[i].
+ * Returns as child_run_nested.
+ */
+int child_run_nested_multi(struct cli *c, struct registry *reg, const struct owner *outers,
+			   size_t n, const char *const *wss, int *nest_fds,
+			   const struct child *ch);
+
 #endif

@@ -108,28 +108,83 @@ static int run_inside(struct cli *c, struct registry *reg, const struct lock_ent
 	return child_run_nested(c, reg, outer, ws, nest_fd, ch);
 }
 
-/* A run of several workspaces does not nest: taking some of them from an
- * enclosing holder and the rest anew would be neither all nor nothing
- * (and waiting for the enclosing holder would wait for itself). Refused
- * with WSL_USAGE naming the workspace found held around us. */
-static int refuse_nested(struct registry *reg, const struct hold_set *set,
-			 struct wsl_error *err)
+/*
+ * A run of several workspaces inside enclosing holders: nests when every
+ * one of them is held by an enclosing holder (nest_find, per workspace as
+ * for one), holding each outer lock's nested file shared while the
+ * command runs. Returns 1 with *status when it ran nested, 0 when none
+ * is held around us (the normal acquire), -1 with err: WSL_USAGE when
+ * only some are (taking some from an enclosing holder and the rest anew
+ * would be neither all nor nothing, and waiting for the enclosing holder
+ * would wait for itself), or an error of the reads.
+ */
+static int run_inside_multi(struct cli *c, struct registry *reg, const struct hold_set *set,
+			    struct child *ch, sigset_t *orig, int *status, struct wsl_error *err)
 {
-	for (size_t i = 0; i < set->n; i++) {
-		struct lock_entry outer;
-		int rc = nest_find(reg, set->ws[i], getpid(), &outer, err);
+	struct lock_entry outer[REGISTRY_MULTI_MAX];
+	struct owner owners[REGISTRY_MULTI_MAX];
+	const char *wss[REGISTRY_MULTI_MAX];
+	int nest_fds[REGISTRY_MULTI_MAX];
+	size_t i, found = 0, got = 0, first = 0, free_at = 0;
+	int rc = 0;
 
-		if (rc == 1) {
-			wsl_error_set(err, WSL_USAGE,
-				      "%s is held already by the enclosing holder of %s (pid %ld): a run of several workspaces does not nest; run it outside that holder, or name only the workspaces it does not hold",
-				      set->ws[i], outer.workspace_root, (long)outer.owner.pid);
+	for (i = 0; i < set->n && rc == 0; i++) {
+		int r = nest_find(reg, set->ws[i], getpid(), &outer[i], err);
+
+		if (r < 0) {
+			rc = -1;
+			break;
+		}
+		free_at = i + 1;	/* outer[0..free_at) to free */
+		if (r == 1 && found++ == 0)
+			first = i;
+	}
+	if (rc == 0 && found > 0 && found < set->n) {
+		wsl_error_set(err, WSL_USAGE,
+			      "%s is held already by the enclosing holder of %s (pid %ld), but not every workspace named is: a run of several workspaces nests only when all of them are held around it; run it outside that holder, or name only workspaces held around it",
+			      set->ws[first], outer[first].workspace_root,
+			      (long)outer[first].owner.pid);
+		rc = -1;
+	}
+	for (i = 0; rc == 0 && found == set->n && i < set->n; i++)
+		if (outer[i].shared) {
+			/* A writer inside a reader would wait for itself (as
+			 * run_inside says for one workspace). */
+			wsl_error_detail(&err->workspace_root, outer[i].workspace_root);
+			wsl_error_set(err, WSL_BUSY,
+				      "%s: an exclusive run inside a shared holder of %s (pid %ld) would wait for itself; a run of several workspaces is exclusive",
+				      set->ws[i], outer[i].workspace_root, (long)outer[i].owner.pid);
 			rc = -1;
 		}
-		lock_entry_free(&outer);
-		if (rc != 0)
-			return -1;
+	for (i = 0; rc == 0 && found == set->n && i < set->n; i++, got = i) {
+		int r = registry_nest_lock(reg, outer[i].workspace_root, outer[i].owner.token,
+					   LOCK_SH, &nest_fds[i], err);
+		if (r != 0) {
+			rc = r < 0 ? -1 : 0;	/* an outer let go: the normal path */
+			found = 0;
+			break;
+		}
+		owners[i] = outer[i].owner;
+		wss[i] = set->ws[i];
 	}
-	return 0;
+	for (i = 0; i < free_at; i++)
+		lock_entry_free(&outer[i]);
+	if (rc == 0 && found == set->n) {
+		if (c->verbose)
+			output_notice("all %zu workspaces are held already by enclosing holders", set->n);
+		ch->sigfd = child_block_signals(orig, err);
+		if (ch->sigfd >= 0) {
+			ch->orig_mask = orig;
+			*status = child_run_nested_multi(c, reg, owners, set->n, wss, nest_fds, ch);
+			return 1;
+		}
+		rc = -1;
+	}
+	for (i = 0; i < got; i++) {
+		fsx_flock(nest_fds[i], LOCK_UN);
+		fsx_close(nest_fds[i]);
+	}
+	return rc;
 }
 
 /* run WS1 WS2... -- CMD: all of them or none (hold_acquire_multi), then
@@ -148,8 +203,13 @@ static int run_multi(struct cli *c, struct run_args *a, struct child *ch,
 	rc = hold_set_open(&set, &reg, &c->reg_cfg, args, n, &err);
 	if (rc == 0) {
 		hold_registry_bound(c, &reg, &a->hold.wait);
-		rc = refuse_nested(&reg, &set, &err);
+		rc = run_inside_multi(c, &reg, &set, ch, &orig, &status, &err);
 		registry_coord_bound(&reg, false, -1);
+		if (rc == 1) {
+			hold_set_free(&set);
+			registry_close(&reg);
+			return status;
+		}
 	}
 	cli_default_purpose("run:", ch->cmd, purpose);
 	if (rc == 0)
@@ -321,6 +381,6 @@ const struct cli_command cmd_run = {
 	"Several workspaces are taken all at once or not at all, without deadlock\n"
 	"against jobs naming them in another order; COMMAND also gets\n"
 	"WSLOCK_WORKSPACES (one a line) and WSLOCK_OWNERS (a JSON array); such a\n"
-	"run is exclusive (--shared takes one workspace) and does not nest inside\n"
-	"a holder of one of them (usage errors).\n",
+	"run is exclusive (--shared takes one workspace), and it nests only when\n"
+	"every workspace is held around it (some only: a usage error).\n",
 };

@@ -241,14 +241,42 @@ EOF
 	[ "$(ls "$WSLOCK_DIR/locks" | wc -l)" = 0 ]
 }
 
-@test "nesting: run A inside run A B nests; run A B inside run A is refused" {
-	mkws a b
+@test "nesting: run A inside run A B nests; run B A/sub inside run A B nests; run A B inside run A is refused" {
+	mkws a/sub b
+	local a b
+	a=$(canon "$(W a)") b=$(canon "$(W b)")
 	run -0 --separate-stderr wsl run "$(W a)" "$(W b)" -- "$WSLOCK" run -n "$(W a)" -- sh -c 'printf "%s" "$WSLOCK_WORKSPACE"'
-	[ "$output" = "$(canon "$(W a)")" ]
+	[ "$output" = "$a" ]
+	# Every workspace held around it: it nests, by the rules of one each.
+	run -0 --separate-stderr wsl run "$(W a)" "$(W b)" -- "$WSLOCK" run -n "$(W b)" "$(W a)/sub" -- sh -c '
+		printf "%s|" "$WSLOCK_WORKSPACES"; printf "%s" "$WSLOCK_OWNERS" | jq -r "[.[].workspace_root] | join(\",\")"'
+	[ "$output" = "$(printf '%s\n%s|%s,%s' "$b" "$a/sub" "$b" "$a")" ] || fail "output: $output"
+	# Only some held around it: refused, nothing locked anew.
 	run -64 --separate-stderr wsl run "$(W a)" -- "$WSLOCK" run -n "$(W b)" "$(W a)" -- echo SHOULD-NOT-RUN
-	[[ $stderr == *"does not nest"*WSLOCK_USAGE* ]] || fail "stderr: $stderr"
+	[[ $stderr == *"not every workspace"*WSLOCK_USAGE* ]] || fail "stderr: $stderr"
 	[[ $output != *SHOULD-NOT-RUN* ]]
 	[ "$(ls "$WSLOCK_DIR/locks" | wc -l)" = 0 ]
+}
+
+@test "the outer run of A B waits for a run of B A nested under it before it lets go" {
+	mkws a b
+	local T=$BATS_TEST_TMPDIR
+	"$WSLOCK" run "$(W a)" "$(W b)" -- sh -c '
+		"$0" run -n "$2" "$1" -- sh -c "touch \"$3/started\"; while [ ! -e \"$3/go\" ]; do sleep 0.05; done" \
+			</dev/null >/dev/null 2>"$3/nested.err" &
+		exit 0' "$WSLOCK" "$(W a)" "$(W b)" "$T" </dev/null >/dev/null 2>"$T/outer.err" 3>&- &
+	local outer=$!
+	track_pid "$outer"
+	wait_for "[ -e '$T/started' ] || ! is_running $outer" 20
+	[ -e "$T/started" ] || fail "the nested run did not start: $(cat "$T/nested.err" "$T/outer.err")"
+	# The outer's command has exited; it still holds both for the nested run.
+	wait_for "grep -q 'waiting for the wslock runs nested' '$T/outer.err'" 20 ||
+		fail "the outer did not wait: $(cat "$T/outer.err")"
+	is_running "$outer"
+	[ "$(state "$(W a)")" = held ] && [ "$(state "$(W b)")" = held ]
+	touch "$T/go"
+	wait_exit "$outer" 30 && [ "$WAIT_STATUS" = 0 ]
+	[ "$(state "$(W a)")" = free ] && [ "$(state "$(W b)")" = free ]
 }
 
 @test "several workspaces on the etcd backend are a usage error naming the limitation" {

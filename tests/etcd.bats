@@ -133,7 +133,7 @@ shape() {
 	# command ends once the nested one's command has started)
 	cat >"$d/inner.sh" <<'EOF'
 "$1" run -n "$2" -- sh -c 'echo same >>"$0/log"' "$4" || exit 9
-"$1" run "$3" -- sh -c 'touch "$0/started"; while [ ! -e "$0/go" ]; do sleep 0.05; done; echo sub >>"$0/log"' "$4" &
+"$1" run "$3" -- sh -c 'touch "$0/started"; i=0; while [ ! -e "$0/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done; echo sub >>"$0/log"' "$4" &
 i=0
 while [ ! -e "$4/started" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
 exit 0

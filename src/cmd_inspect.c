@@ -476,6 +476,9 @@ const struct cli_command cmd_inspect = {
 	inspect_options,
 	"State is free, held, retained or corrupt; liveness is live, dead or unknown,\n"
 	"with a one-line reason. inspect never creates or changes anything.\n"
+	"mode is shared or exclusive, owners every holder's document; a shared lock\n"
+	"also lists its holders, and its owner is the one a writer meets first\n"
+	"(dead before live): the document recover needs.\n"
 	"--exit-status: the state as the exit status, for scripts without jq: 0 free,\n"
 	"75 held by a live owner, 69 dead, retained or unknown, 65 corrupt; the\n"
 	"worst of WORKSPACE's own lock and the overlapping locks on its ancestors\n"

@@ -155,6 +155,7 @@ void liveness_memo_end(void)
 static enum liveness probe_pid(const struct owner *o, char *reason, size_t reasonlen)
 {
 	unsigned long long ticks;
+	char state = '?';
 	int exists;
 
 	exists = platform_pid_exists(o->pid);
@@ -178,7 +179,7 @@ static enum liveness probe_pid(const struct owner *o, char *reason, size_t reaso
 			 (long)o->pid);
 		return LIVENESS_LIVE;
 	}
-	if (platform_pid_start_ticks(o->pid, &ticks) != 0) {
+	if (platform_pid_stat(o->pid, &ticks, &state) != 0) {
 		if (errno == ESRCH) {
 			snprintf(reason, reasonlen, "pid %ld no longer exists",
 				 (long)o->pid);
@@ -193,6 +194,13 @@ static enum liveness probe_pid(const struct owner *o, char *reason, size_t reaso
 		snprintf(reason, reasonlen,
 			 "pid %ld was reused: it started at tick %llu, the holder at tick %llu",
 			 (long)o->pid, ticks, o->start_ticks);
+		return LIVENESS_DEAD;
+	}
+	/* A zombie has exited and closed its files; only its parent's wait
+	 * is missing. Nothing of it can touch the workspace any more. */
+	if (state == 'Z') {
+		snprintf(reason, reasonlen,
+			 "pid %ld has exited (a zombie, not yet reaped)", (long)o->pid);
 		return LIVENESS_DEAD;
 	}
 	if (memo.on) {

@@ -160,6 +160,12 @@ int platform_hostname(char out[WSL_HOST_MAX + 1])
 int platform_parse_stat_start(const char *buf, size_t len,
 			      unsigned long long *ticks)
 {
+	return platform_parse_stat(buf, len, ticks, NULL);
+}
+
+int platform_parse_stat(const char *buf, size_t len,
+			unsigned long long *ticks, char *state)
+{
 	const char *p = NULL, *end = buf + len;
 	int field = 2;	/* the last ')' ends field 2 */
 	size_t i;
@@ -185,6 +191,12 @@ int platform_parse_stat_start(const char *buf, size_t len,
 		while (p < end && *p != ' ' && *p != '\n')
 			p++;
 		field++;
+		if (field == 3) {
+			if (p - start != 1)
+				goto bad;
+			if (state != NULL)
+				*state = *start;
+		}
 		if (field < 22)
 			continue;
 		n = (size_t)(p - start);
@@ -228,6 +240,11 @@ bool platform_proc_is_ours(void)
 
 int platform_pid_start_ticks(pid_t pid, unsigned long long *ticks)
 {
+	return platform_pid_stat(pid, ticks, NULL);
+}
+
+int platform_pid_stat(pid_t pid, unsigned long long *ticks, char *state)
+{
 	char path[64], buf[4096];
 	ssize_t n;
 	int fd;
@@ -251,7 +268,7 @@ int platform_pid_start_ticks(pid_t pid, unsigned long long *ticks)
 			errno = ESRCH;
 		return -1;
 	}
-	return platform_parse_stat_start(buf, (size_t)n, ticks);
+	return platform_parse_stat(buf, (size_t)n, ticks, state);
 }
 
 int platform_pid_exists(pid_t pid)

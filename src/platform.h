@@ -65,6 +65,12 @@ bool platform_host_valid(const char *s);
 int platform_parse_stat_start(const char *buf, size_t len,
 			      unsigned long long *ticks);
 
+/* platform_parse_stat_start, and also field 3, the one-letter state
+ * (proc(5): 'Z' a zombie, exited and not yet reaped), in *state unless
+ * state is NULL. A state field that is not one character is malformed. */
+int platform_parse_stat(const char *buf, size_t len,
+			unsigned long long *ticks, char *state);
+
 /* Whether /proc is the procfs of this process's own pid namespace: its
  * "self" link names getpid(). After `unshare -p --fork` without
  * --mount-proc, /proc still shows the parent namespace, where /proc/N is
@@ -78,6 +84,11 @@ bool platform_proc_is_ours(void);
  * namespace (platform_proc_is_ours), or another errno when it cannot be
  * read. */
 int platform_pid_start_ticks(pid_t pid, unsigned long long *ticks);
+
+/* platform_pid_start_ticks, and also the process state letter of
+ * /proc/PID/stat field 3 in *state (unless NULL): 'Z' for a zombie. Same
+ * returns and errors. */
+int platform_pid_stat(pid_t pid, unsigned long long *ticks, char *state);
 
 /* kill(pid, 0): 1 when the process exists (EPERM counts: it exists, it is
  * someone else's), 0 when it does not (ESRCH), -1 with errno otherwise. */

@@ -52,6 +52,33 @@ assert_reason() { # JSON: liveness_reason is one non-empty line
 	assert_reason "$INSPECT"
 }
 
+@test "liveness: a holder killed but not yet reaped (a zombie) -> dead at once" {
+	local parent child
+	mkws a
+	# The parent forks the holder and never waits for it.
+	python3 -c 'import os, sys, time
+c = os.fork()
+if c == 0:
+    time.sleep(300)
+    os._exit(0)
+print(c, flush=True)
+time.sleep(300)' >"$BATS_TEST_TMPDIR/child" </dev/null 2>/dev/null 3>&- &
+	parent=$!
+	track_pid "$parent"
+	wait_for "[ -s '$BATS_TEST_TMPDIR/child' ]" 30 || fail "no child pid"
+	child=$(cat "$BATS_TEST_TMPDIR/child")
+	acquire_as "$child" "$(W a)"
+	kill -KILL "$child"
+	wait_for "[ \"\$(sed 's/.*) //' /proc/$child/stat | cut -d' ' -f1)\" = Z ]" 30 ||
+		fail "pid $child did not become a zombie"
+	inspect_json "$(W a)"
+	jq_ok '.state == "held" and .liveness == "dead"' "$INSPECT"
+	jq_ok ".liveness_reason == \"pid $child has exited (a zombie, not yet reaped)\"" "$INSPECT"
+	run -69 --separate-stderr wsl run -n "$(W a)" -- true
+	[[ "$stderr" == *"zombie"* ]] || fail "stderr: $stderr"
+	is_running "$parent" || fail "the parent ended, so the zombie may have been reaped"
+}
+
 @test "liveness: pid alive but other pid_start_ticks (pid reused) -> dead" {
 	mkws a
 	start_sleeper

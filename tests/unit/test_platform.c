@@ -32,6 +32,16 @@ int main(void)
 	CHECK(start_of("1 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 0 0 1 0 99999999999999999999999 0\n", &t) != 0,
 	      "overflowing starttime is refused");
 	CHECK(start_of("", &t) != 0, "empty stat is refused");
+	{
+		char st = '?';
+		const char *z = "9 (z) Z 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 0 0 1 0 7 0\n";
+		const char *zz = "9 (z) ZZ 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 0 0 1 0 7 0\n";
+
+		CHECK(platform_parse_stat(tricky, strlen(tricky), &t, &st) == 0 &&
+		      st == 'R' && t == 4242, "state is field 3, after the last ')'");
+		CHECK(platform_parse_stat(z, strlen(z), &t, &st) == 0 && st == 'Z', "a zombie's state reads Z");
+		CHECK(platform_parse_stat(zz, strlen(zz), &t, &st) != 0, "a state of two letters is refused");
+	}
 	CHECK(platform_pid_start_ticks(getpid(), &self) == 0 && self > 0,
 	      "own start ticks are readable");
 	CHECK(platform_pid_start_ticks(4194304 + 1, &t) != 0, "an impossible pid has no start ticks");

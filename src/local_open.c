@@ -7,6 +7,7 @@
 #include "fsx.h"
 #include "testhook.h"
 #include "platform.h"
+#include "wsmounts.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -95,6 +96,18 @@ static int check_before_create(const char *path, const char *workspace,
 	if (workspace != NULL &&
 	    wspath_check_apart_planned(workspace, path, real, path + cut, err) != 0)
 		return -1;
+	/* A filesystem mounted inside the workspace reaches the registry by
+	 * its own path (wsmounts_apart): refused before anything is made. */
+	if (workspace != NULL) {
+		int where = wsmounts_apart(workspace, would, err);
+
+		if (where < 0)
+			return -1;
+		if (where != WSMOUNTS_APART)
+			return wsl_error_set(err, WSL_UNSAFE_PATH,
+					     "registry %s and workspace %s overlap through a mount (a filesystem mounted inside the workspace, or a bind mount); choose a registry outside every workspace (-d or WSLOCK_DIR)",
+					     path, workspace);
+	}
 	fd = fsx_open(real, O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0)
 		return 0;

@@ -81,13 +81,40 @@ int registry_default_path(const char *dir, char out[PATH_MAX],
 	return 0;
 }
 
+/* The mount-table half of keeping ws and the registry apart
+ * (wsmounts_apart, DESIGN.md sections 3 and 5): a filesystem mounted
+ * below ws, or a bind mount of a directory inside it, reaches the registry
+ * by a path that neither the path nor the identity comparison sees. */
+static int apart_by_mounts(const char *ws, const char *reg_path, const char *reg_real,
+			   struct wsl_error *err)
+{
+	int where;
+
+	if (reg_path[0] == '\0' || reg_real[0] == '\0')
+		return 0;
+	where = wsmounts_apart(ws, reg_real, err);
+	if (where < 0)
+		return -1;
+	if (where == WSMOUNTS_INSIDE)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "registry %s lies inside workspace %s (through a filesystem mounted inside it); choose a registry outside it (-d or WSLOCK_DIR)",
+				     reg_path, ws);
+	if (where == WSMOUNTS_AROUND)
+		return wsl_error_set(err, WSL_UNSAFE_PATH,
+				     "workspace %s lies inside the registry %s (through a mount)",
+				     ws, reg_path);
+	return 0;
+}
+
 int registry_workspace(const struct registry *reg, const char *arg,
 		       bool allow_missing, char out[PATH_MAX],
 		       struct wsl_error *err)
 {
 	if (wspath_resolve(arg, allow_missing, out, err) != 0)
 		return -1;
-	return wspath_check_apart(out, reg->path, reg->real, err);
+	if (wspath_check_apart(out, reg->path, reg->real, err) != 0)
+		return -1;
+	return apart_by_mounts(out, reg->path, reg->real, err);
 }
 
 int registry_open(struct registry *reg, const struct registry_config *cfg,
@@ -144,7 +171,8 @@ int registry_open_for(struct registry *reg, struct registry_config *cfg,
 	if (registry_open(reg, cfg, create, err) != 0)
 		return -1;
 	/* Resolved once; now kept apart from the registry as opened. */
-	if (wspath_check_apart(ws, reg->path, reg->real, err) != 0) {
+	if (wspath_check_apart(ws, reg->path, reg->real, err) != 0 ||
+	    apart_by_mounts(ws, reg->path, reg->real, err) != 0) {
 		registry_close(reg);
 		return -1;
 	}

@@ -294,3 +294,24 @@ out:
 	}
 	return 0;
 }
+
+int wsmounts_apart(const char *ws, const char *path, struct wsl_error *err)
+{
+	struct wsmounts m;
+	struct stat st;
+	int where = WSMOUNTS_APART;
+	size_t i;
+
+	if (stat(ws, &st) != 0 || !S_ISDIR(st.st_mode))
+		return WSMOUNTS_APART;
+	if (wsmounts_find(ws, false, &m, err) != 0)
+		return -1;
+	for (i = 0; where == WSMOUNTS_APART && i < m.n_paths; i++) {
+		if (wspath_within(path, m.paths[i].path))
+			where = WSMOUNTS_INSIDE;
+		else if (wspath_within(m.paths[i].path, path))
+			where = WSMOUNTS_AROUND;
+	}
+	wsmounts_free(&m);
+	return where;
+}

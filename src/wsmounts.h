@@ -77,6 +77,27 @@ struct wsmounts {
  */
 int wsmounts_find(const char *ws, bool ids, struct wsmounts *out, struct wsl_error *err);
 
+/* Where a directory lies against a workspace through the mount table
+ * (wsmounts_apart). */
+enum wsmounts_where {
+	WSMOUNTS_APART = 0,	/* neither contains the other */
+	WSMOUNTS_INSIDE = 1,	/* the directory is inside the workspace */
+	WSMOUNTS_AROUND = 2,	/* the workspace (or a directory inside it) is
+				 * inside the directory */
+};
+
+/*
+ * Where path (canonical; its last components may not exist yet, as for a
+ * registry about to be made) lies against workspace ws (canonical)
+ * through this mount namespace's table: INSIDE when path is at or below
+ * one of the other paths wsmounts_find gives for ws (a filesystem mounted
+ * below ws, reached by its own path; a bind mount of ws or of a directory
+ * inside it), AROUND when one of those paths lies below path. A ws that
+ * does not exist: APART (only paths can be compared, by the caller).
+ * Returns the where (>= 0), or -1 with err as wsmounts_find.
+ */
+int wsmounts_apart(const char *ws, const char *path, struct wsl_error *err);
+
 /* Frees what wsmounts_find filled (out stays empty). */
 void wsmounts_free(struct wsmounts *m);
 

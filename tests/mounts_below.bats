@@ -249,3 +249,32 @@ detect_loop() {
 	[ "$(grep -c cache "$BATS_TEST_TMPDIR/overlaps.order")" -eq "$n" ] || fail "not every cache run held"
 	[ "$(grep -c proj "$BATS_TEST_TMPDIR/overlaps.order")" -eq "$n" ] || fail "not every proj run held"
 }
+
+@test "a registry on a filesystem mounted inside the workspace is refused (77), before anything is made, and when it exists" {
+	proj_with_cache
+	# Not made yet: refused, and nothing is created in the mounted cache.
+	run -77 --separate-stderr env WSLOCK_DIR="$C/reg" "$WSLOCK" run -n "$P" -- echo RAN
+	[ -z "$output" ] || fail "the command ran: $output"
+	[[ "$stderr" == *WSLOCK_UNSAFE_PATH* ]] || fail "stderr: $stderr"
+	[ ! -e "$C/reg" ] || fail "the refused command made $C/reg"
+	# Already there (made while nothing was mounted inside proj): refused too.
+	mkdir -m 0700 "$C/reg2"
+	run -77 --separate-stderr env WSLOCK_DIR="$C/reg2" "$WSLOCK" run -n "$P" -- echo RAN
+	[ -z "$output" ] || fail "the command ran: $output"
+	run -77 --separate-stderr env WSLOCK_DIR="$C/reg2" "$WSLOCK" inspect "$P"
+	# The same registry for a workspace beside it is fine.
+	mkws other
+	run -0 --separate-stderr env WSLOCK_DIR="$C/reg2" "$WSLOCK" run -n "$(W other)" -- echo RAN
+	[ "$output" = RAN ] || fail "output $output, stderr $stderr"
+}
+
+@test "a workspace bind-mounted inside the registry is refused (77)" {
+	needs_bind
+	mkws ws
+	mkdir -p -m 0700 "$BATS_TEST_TMPDIR/reg3"
+	mkdir "$BATS_TEST_TMPDIR/reg3/x"
+	bind "$(canon "$(W ws)")" "$BATS_TEST_TMPDIR/reg3/x"
+	run -77 --separate-stderr env WSLOCK_DIR="$BATS_TEST_TMPDIR/reg3" "$WSLOCK" run -n "$(W ws)" -- echo RAN
+	[ -z "$output" ] || fail "the command ran: $output"
+	[[ "$stderr" == *"inside the registry"* || "$stderr" == *"overlap"* ]] || fail "stderr: $stderr"
+}

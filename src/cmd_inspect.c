@@ -16,7 +16,7 @@
 
 static const struct cli_option inspect_options[] = {
 	{ "owner", OPT_OWNER, no_argument, NULL,
-	  "print only the owner document (or null): the input 'recover' expects" },
+	  "print only the owner document (or null when free): the input 'recover' expects" },
 	{ "all", OPT_ALL, no_argument, NULL, "list every lock in the registry" },
 	{ "operation-id", OPT_OPERATION_ID, required_argument, "ID",
 	  "list the locks of the operation ID (as --all lists)" },
@@ -286,7 +286,10 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 		return -1;
 	code = lockrules_state_code(&e);
 	*state = wsl_code_exit(code);
-	if (owner_only && !a->exit_status) {
+	/* --owner of a free workspace that does not exist: the same error as
+	 * without --owner (below), never a null that reads as "free". */
+	if (owner_only && !a->exit_status &&
+	    (e.state != LOCK_FREE || stat(ws, &st) == 0)) {
 		out = e.has_owner ? owner_to_json(&e.owner) : json_null();
 		lock_entry_free(&e);
 		return emit(c, out, silent, collect);
@@ -300,17 +303,17 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 	for (i = 0; i < n; i++)
 		code = lockrules_worse_code(code, lockrules_state_code(&ov[i].entry));
 	*state = wsl_code_exit(code);
-	if (owner_only) {
-		out = e.has_owner ? owner_to_json(&e.owner) : json_null();
-		lock_entry_free(&e);
-		lock_overlaps_free(ov, n);
-		return emit(c, out, silent, collect);
-	}
 	if (e.state == LOCK_FREE && n == 0 && stat(ws, &st) != 0) {
 		lock_entry_free(&e);
 		lock_overlaps_free(ov, n);
 		return wsl_error_set(err, WSL_NO_WORKSPACE,
 				     "workspace %s does not exist and holds no lock", arg);
+	}
+	if (owner_only) {
+		out = e.has_owner ? owner_to_json(&e.owner) : json_null();
+		lock_entry_free(&e);
+		lock_overlaps_free(ov, n);
+		return emit(c, out, silent, collect);
 	}
 	snprintf(e.workspace_root, sizeof(e.workspace_root), "%s", ws);
 	if (silent) {

@@ -223,6 +223,14 @@ time.sleep(300)' >"$BATS_TEST_TMPDIR/child" </dev/null 2>/dev/null 3>&- &
 	[ "$output" = null ] || fail "free workspace --owner: '$output'"
 }
 
+@test "inspect --owner of a workspace that does not exist: 66 WSLOCK_NO_WORKSPACE, as without --owner" {
+	run -66 --separate-stderr wsl inspect "$(W missing)"
+	assert_json_error WSLOCK_NO_WORKSPACE
+	run -66 --separate-stderr wsl inspect --owner "$(W missing)"
+	assert_json_error WSLOCK_NO_WORKSPACE
+	[[ "$stderr" == *"does not exist"* ]] || fail "stderr: $stderr"
+}
+
 @test "inspect --all lists every lock in the registry" {
 	mkws a b c/sub d
 	hold "$(W a)"

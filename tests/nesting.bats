@@ -53,12 +53,14 @@ nested_job() {
 	mkdir "$d"
 	"$WSLOCK" run "$(W a)" -- sh -c '
 		"$1" run "$2" -- sh -c "$4" sh "$3" </dev/null >"$3/inner.out" 2>"$3/inner.err" &
-		i=0; while [ ! -e "$3/INNER" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+		i=0; while [ ! -e "$3/INNER" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
 		touch "$3/OUTER_CMD_DONE"; exit 5' sh "$WSLOCK" "$(W a)" "$d" "$(nested_job)" \
 		</dev/null >"$d/out" 2>"$d/err" 3>&- &
 	opid=$!
 	track_pid $opid
-	wait_for "[ -e '$d/OUTER_CMD_DONE' ]" 20
+	# Bounds for a loaded 2-core machine (a full make check beside other
+	# builds): the nested wslock may take seconds to start.
+	wait_for "[ -e '$d/OUTER_CMD_DONE' ]" 70
 	[ -e "$d/INNER" ] || fail "the nested run did not start: $(cat "$d/inner.err")"
 	# The outer's command has ended; the nested run still runs: the outer
 	# waits (and says so) instead of releasing.

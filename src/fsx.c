@@ -259,7 +259,17 @@ int fsx_read_file_checked(int dirfd, const char *name, const char *path,
 		wsl_error_errno(err, WSL_OS, e, "cannot read %s", path);
 		goto fail;
 	}
-	n = fsx_read_all(fd, buf, want + 1);
+	/* One read(2) normally: a regular file that gives fstat's size when
+	 * asked for a byte more is at its end then (a local filesystem
+	 * returns what is there). A shorter read is read on to the end. */
+	do
+		n = read(fd, buf, want + 1);
+	while (n < 0 && errno == EINTR);
+	if (n >= 0 && !((size_t)n == want && (off_t)want == st.st_size) &&
+	    (size_t)n < want + 1) {
+		ssize_t m = fsx_read_all(fd, buf + n, want + 1 - (size_t)n);
+		n = m < 0 ? m : n + m;
+	}
 	if (n > (ssize_t)want && want < cap) {
 		/* It grew: read the rest, up to the bound. */
 		char *more = realloc(buf, cap + 2);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const struct cli_option recover_options[] = {
@@ -143,8 +144,17 @@ static int recover_main(struct cli *c, int argc, char **argv)
 		snprintf(why, sizeof(why),
 			 "it is null: 'inspect --owner' found the workspace free when it was saved");
 	if (registry_open_for(&reg, &c->reg_cfg, argv[first], ch.cmd == NULL, true, ws,
-			      &err) != 0)
+			      &err) != 0) {
+		/* A COMMAND runs in the workspace; without one a lock left on
+		 * a removed workspace is still recovered (and released). */
+		if (ch.cmd != NULL && err.code == WSL_NO_WORKSPACE) {
+			wsl_error_clear(&err);
+			wsl_error_set(&err, WSL_NO_WORKSPACE,
+				      "workspace %s does not exist, so %s cannot run in it; nothing changed; next: the same recover without '-- %s' clears its dead owner's lock",
+				      argv[first], ch.cmd[0], ch.cmd[0]);
+		}
 		goto fail;
+	}
 	have_reg = true;
 	hold_registry_bound(c, &reg, &a.wait);
 	/* Through another path to the same directory (a bind mount): the
@@ -159,8 +169,15 @@ static int recover_main(struct cli *c, int argc, char **argv)
 	}
 
 	if (valid) {
-		if (owner_build(&next, ws, getpid(), expected.purpose, expected.operation_id,
-				expected.token, &err) != 0)
+		/* A workspace removed since it was locked: the lock is still
+		 * found by its path, and kept where the owner's identity says. */
+		struct stat st;
+		bool gone = expected.schema >= OWNER_SCHEMA && stat(ws, &st) != 0 &&
+			    (errno == ENOENT || errno == ENOTDIR);
+
+		if (owner_build_in(&next, gone ? &expected : NULL, ws, getpid(),
+				   expected.purpose, expected.operation_id,
+				   expected.token, &err) != 0)
 			goto fail;
 	} else {
 		if (ch.cmd != NULL)

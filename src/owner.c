@@ -171,6 +171,15 @@ int owner_build(struct owner *o, const char *workspace_root, pid_t pid,
 		const char *purpose, const char *operation_id,
 		const char *recovery_of, struct wsl_error *err)
 {
+	return owner_build_in(o, NULL, workspace_root, pid, purpose, operation_id,
+			      recovery_of, err);
+}
+
+int owner_build_in(struct owner *o, const struct owner *place,
+		   const char *workspace_root, pid_t pid,
+		   const char *purpose, const char *operation_id,
+		   const char *recovery_of, struct wsl_error *err)
+{
 	memset(o, 0, sizeof(*o));
 	if (!owner_path_canonical(workspace_root))
 		return wsl_error_set(err, WSL_UNSAFE_PATH,
@@ -200,9 +209,14 @@ int owner_build(struct owner *o, const char *workspace_root, pid_t pid,
 		owner_new_operation_id(o->operation_id);
 	snprintf(o->purpose, sizeof(o->purpose), "%s", purpose);
 	snprintf(o->workspace_root, sizeof(o->workspace_root), "%s", workspace_root);
-	if (mountinfo_identity(workspace_root, o->workspace_fs, o->workspace_fs_path,
-			       err) != 0)
+	if (place != NULL) {
+		snprintf(o->workspace_fs, sizeof(o->workspace_fs), "%s", place->workspace_fs);
+		snprintf(o->workspace_fs_path, sizeof(o->workspace_fs_path), "%s",
+			 place->workspace_fs_path);
+	} else if (mountinfo_identity(workspace_root, o->workspace_fs,
+				      o->workspace_fs_path, err) != 0) {
 		return -1;
+	}
 	if (!fs_path_valid(o->workspace_fs_path))
 		return wsl_error_set(err, WSL_OS,
 				     "%s is at %s inside its filesystem, which is not a canonical path",

@@ -98,6 +98,15 @@ int owner_build(struct owner *o, const char *workspace_root, pid_t pid,
 		const char *purpose, const char *operation_id,
 		const char *recovery_of, struct wsl_error *err);
 
+/* owner_build, but the workspace identity (workspace_fs, workspace_fs_path)
+ * is place's, a version 2 document of the same lock, instead of the
+ * directory's: recover of a lock whose workspace was removed takes the lock
+ * where it is kept. place NULL: owner_build. */
+int owner_build_in(struct owner *o, const struct owner *place,
+		   const char *workspace_root, pid_t pid,
+		   const char *purpose, const char *operation_id,
+		   const char *recovery_of, struct wsl_error *err);
+
 /*
  * Parses and validates len bytes as an owner document: one JSON object with
  * exactly the 17 keys of schema_version 2 or the 13 of schema_version 1

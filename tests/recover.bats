@@ -67,6 +67,33 @@ new: $2"
 	run -0 --separate-stderr wsl run -n "$(W a)" -- true
 }
 
+@test "a lock whose workspace was removed: the pasted next line says to drop the command, a plain recover clears it" {
+	local next lockdir left
+	mkws a
+	dead_acquired "$(W a)"
+	lockdir=$(lock_dir_of "$(W a)")
+	run -69 --separate-stderr wsl run -n "$(W a)" -- true
+	next=${stderr##*next: }
+	next=${next% \[WSLOCK_*}
+	[[ "$next" == *"-- REPAIR-CMD" ]] || fail "no pasteable next line: $stderr"
+	rmdir "$(W a)"
+	cd "$BATS_TEST_TMPDIR"
+	# The next line, pasted with a repair command: the command cannot run
+	# in a directory that is gone, and nothing changes.
+	run -66 --separate-stderr bash -c "${next//wslock /$WSLOCK }" _
+	[[ "$stderr" == *"does not exist"*"without '-- REPAIR-CMD'"* ]] || fail "stderr: $stderr"
+	jq -e --argjson o "$DEAD_OWNER" '. == $o' owner.json >/dev/null || fail "owner.json is not the dead owner"
+	[ -e "$lockdir/owner.json" ] || fail "the lock went away"
+	# Plain recover, with the same document.
+	run -0 --separate-stderr wsl recover --expected-owner owner.json "$(W a)"
+	jq_ok '.action == "recovered" and .released == true'
+	assert_recovered_from "$DEAD_OWNER" "$(json_get .owner)"
+	[ ! -e "$lockdir" ] || fail "lock directory left behind"
+	left=$(wsl_registry_leftovers "$WSLOCK_DIR") || fail "left in the registry: $left"
+	mkws a
+	run -0 --separate-stderr wsl run -n "$(W a)" -- true
+}
+
 @test "a holder killed with SIGKILL: its child keeps it live; once the child is gone, the exact document recovers it" {
 	mkws a
 	hold --purpose "deploy" "$(W a)"

@@ -340,6 +340,11 @@ const char *etcd_endpoint(const struct etcd_client *c)
 	return c->urls[c->current];
 }
 
+size_t etcd_endpoint_count(const struct etcd_client *c)
+{
+	return c->n_urls;
+}
+
 void etcd_start_at(struct etcd_client *c, const char *endpoint)
 {
 	size_t i;

@@ -193,6 +193,11 @@ void etcd_close(struct etcd_client *c);
  * first endpoint before any); owned by the client. */
 const char *etcd_endpoint(const struct etcd_client *c);
 
+/* The number of endpoints c was opened with (1 .. ETCD_MAX_ENDPOINTS): a
+ * call that finds every one of them unresponsive takes that many
+ * timeouts. */
+size_t etcd_endpoint_count(const struct etcd_client *c);
+
 /* Makes endpoint (a base URL as etcd_endpoint returns it) the first one
  * tried by the next request, when it is one of c's; so a client opened
  * for a forked keeper starts where its parent's left off, past an

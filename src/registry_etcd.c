@@ -91,10 +91,16 @@ void etcd_bound_requests(struct registry *reg, const struct registry_deadline *d
 {
 	struct etcd_state *s = state(reg);
 	long long at = dl != NULL ? dl->at_ms : reg->coord_bounded ? reg->coord_bound_ms : 0;
-	long long floor = platform_mono_ms() + s->timeout_ms;
+	long long floor = platform_mono_ms() +
+		(long long)s->timeout_ms * (long long)etcd_endpoint_count(s->c);
 
-	/* The attempt at the -w deadline (and -n's only one) still gets one
-	 * request's time: else it would fail unsent, "unavailable". */
+	/* -n and -w bound the wait for the lock, not the network: an
+	 * operation with less than one --etcd-timeout per endpoint left
+	 * (-n's only attempt, -w 0, a -w shorter than that, the attempt at
+	 * the -w deadline) gets that long from its start, so that one
+	 * endpoint that accepts connections but never answers is timed out
+	 * and the next one still asked; else it would fail unsent,
+	 * "unavailable". */
 	if (at > 0 && at < floor)
 		at = floor;
 	etcd_set_deadline(s->c, at);

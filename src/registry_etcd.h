@@ -100,8 +100,9 @@ int key_make(const struct etcd_state *s, const char *kind,
 /* Bounds the requests of the operation that starts (DESIGN.md 5b: never
  * longer than -w/-n allow): by dl (acquire, run) or else by the bound of
  * registry_coord_bound (release, recover, reclaim), made no earlier than
- * one --etcd-timeout from now, so that -n and the attempt at the -w
- * deadline still leave a healthy cluster time to answer; neither: by
+ * one --etcd-timeout per endpoint from now (ms: timeout x endpoints), so
+ * that -n, -w 0, a short -w and the attempt at the -w deadline still give
+ * every endpoint one full request, moving on from one that times out; neither: by
  * nothing but the timeout of each request. */
 void etcd_bound_requests(struct registry *reg, const struct registry_deadline *dl);
 /* Records rev as the last header revision seen (waits start there). */

@@ -777,3 +777,23 @@ a_document() {
 	jq_ok '.state == "free" and .overlapping[0].relation == "ancestor"'
 	run -69 --separate-stderr wsl inspect -q --exit-status "$(W b)/sub"
 }
+
+@test "etcd: -n, -w 0 and a short -w still give each endpoint one full request: a first endpoint that never answers is passed over" {
+	mkws a
+	local proxy=$BATS_TEST_DIRNAME/etcd/proxy.sh p1 o
+	p1=$("$proxy" start "$BATS_TEST_TMPDIR" p1 "${WSL_ETCD_EP#http://}")
+	# The proxy accepts TCP (the kernel does) but answers nothing.
+	"$proxy" pause "$BATS_TEST_TMPDIR" p1
+	for o in -n "-w 0" "-w 0.5"; do
+		# shellcheck disable=SC2086
+		run --separate-stderr wsl run $o --etcd-timeout 1 \
+			--etcd-endpoints "$p1,$WSL_ETCD_EP" "$(W a)" -- true
+		[ "$status" -eq 0 ] || { "$proxy" stop "$BATS_TEST_TMPDIR"; fail "run $o: $status $stderr"; }
+	done
+	# -n still does not wait for the lock.
+	hold "$(W a)"
+	run --separate-stderr wsl run -n --etcd-timeout 1 \
+		--etcd-endpoints "$p1,$WSL_ETCD_EP" "$(W a)" -- true
+	"$proxy" stop "$BATS_TEST_TMPDIR"
+	[ "$status" -eq 75 ] || fail "busy run -n: $status $stderr"
+}

@@ -27,8 +27,11 @@
  *   P "live" W       the holder's token, bound to its liveness lease,
  *                    granted for TTL + lock-delay; the holder works to a
  *                    deadline of TTL from the send time of its last
- *                    successful renewal, so it has stopped its command
- *                    lock-delay before this key can vanish. Lease key
+ *                    successful renewal, so a keeper that runs has
+ *                    stopped its command lock-delay before this key can
+ *                    vanish (a stopped or killed one has not: the double
+ *                    fault, so the reason of a dead lock never claims
+ *                    it). Lease key
  *                    present and live key gone: the holder is dead.
  *   P "retained" W   retained.json of a lock kept for recovery.
  *   P "queue" W "//" L  a waiter for W: the owner document it will write,

@@ -49,7 +49,7 @@ static void probe_lease(struct lock_entry *e, const struct etcd_kv *lease_kv,
 	} else {
 		e->liveness = LIVENESS_DEAD;
 		snprintf(e->reason, sizeof(e->reason),
-			 "its liveness lease %llx expired or was revoked: its holder stopped renewing it, and stopped its command at least %llds (the lock-delay) before the lease ran out",
+			 "its liveness lease %llx expired or was revoked (expired: not renewed for its TTL and the %llds lock-delay after it); its keeper, if it ran, stopped the command by the TTL, but one stopped or killed along with its wslock stops nothing: the command may still run",
 			 (unsigned long long)lease, delay);
 	}
 }

@@ -797,3 +797,25 @@ a_document() {
 	"$proxy" stop "$BATS_TEST_TMPDIR"
 	[ "$status" -eq 75 ] || fail "busy run -n: $status $stderr"
 }
+
+@test "etcd: a lock dead by the double fault (keeper stopped, wslock killed) does not claim its command was stopped" {
+	mkws a
+	local keeper
+	hold --lease-ttl 2 "$(W a)"
+	keeper=$(ps -o ppid= -p "$HOLD_CHILD" | tr -d ' ')
+	[ -n "$keeper" ] && [ "$keeper" != "$HOLD_PID" ] || fail "no keeper between wslock $HOLD_PID and the command"
+	track_pid "$keeper"
+	kill -STOP "$keeper"
+	kill -9 "$HOLD_PID"
+	# dead once the lease (2 s + 2 s lock-delay) is gone, command still running
+	if ! wait_for "wsl inspect '$(W a)' | jq -e '.liveness == \"dead\"' >/dev/null" 30; then
+		kill -CONT "$keeper"
+		fail "never dead"
+	fi
+	is_running "$HOLD_CHILD" || { kill -CONT "$keeper"; fail "the command ended"; }
+	inspect_json "$(W a)"
+	kill -CONT "$keeper"
+	jq_ok '.liveness_reason | contains("expired or was revoked")' "$INSPECT"
+	jq_ok '.liveness_reason | contains("stopped its command") | not' "$INSPECT"
+	jq_ok '.liveness_reason | contains("if it ran") and contains("may still run")' "$INSPECT"
+}

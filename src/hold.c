@@ -264,11 +264,19 @@ int hold_acquire_multi(struct cli *c, struct registry *reg, const struct owner *
 			err->relation = lockrules_conflict_relation(ws, &conflict);
 			err->has_timeout = !w->nonblock;
 			err->timeout_ms = w->nonblock ? 0 : w->timeout_ms;
-			wsl_error_set(err, w->nonblock ? WSL_BUSY : WSL_TIMEOUT,
-				      "%s%s locked by %s%s%s",
-				      w->nonblock ? "" : "timed out: ", subject, who,
-				      conflict.liveness == LIVENESS_UNKNOWN ? "; liveness unknown: " : "",
-				      conflict.liveness == LIVENESS_UNKNOWN ? conflict.reason : "");
+			/* An owner of unknown liveness may release (it was
+			 * waited for), but what is left at the end is that its
+			 * liveness is unprovable, not that it is busy (69, as
+			 * inspect --exit-status says; DESIGN.md section 6). */
+			if (conflict.liveness == LIVENESS_UNKNOWN)
+				wsl_error_set(err, WSL_LIVENESS_UNKNOWN,
+					      "%s%s locked by %s, whose liveness is unknown (%s); once its holder has ended (check on its host or in its container), 'wslock recover --force --reason TEXT' takes it over",
+					      w->nonblock ? "" : "timed out: ", subject, who,
+					      conflict.reason);
+			else
+				wsl_error_set(err, w->nonblock ? WSL_BUSY : WSL_TIMEOUT,
+					      "%s%s locked by %s",
+					      w->nonblock ? "" : "timed out: ", subject, who);
 			lock_entry_free(&conflict);
 			rc = -1;
 			break;

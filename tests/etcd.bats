@@ -502,7 +502,8 @@ a_document() {
 	[ "$status" -eq 69 ]
 	assert_json_error WSLOCK_LIVENESS_UNKNOWN
 	run --separate-stderr wsl acquire -n --pid $$ "$(W a)"
-	[ "$status" -eq 75 ]
+	[ "$status" -eq 69 ]
+	assert_json_error WSLOCK_LIVENESS_UNKNOWN
 	run --separate-stderr wsl recover --force --reason "h2 checked" \
 		--expected-owner "$BATS_TEST_TMPDIR/owner.json" "$(W a)"
 	[ "$status" -eq 0 ]
@@ -523,9 +524,10 @@ a_document() {
 	inspect_json "$(W a)"
 	jq_ok '.state == "held" and .liveness == "unknown" and (.liveness_reason | contains("machine id"))' "$INSPECT"
 	run --separate-stderr wsl acquire -n --reclaim-dead --pid $$ "$(W a)"
-	[ "$status" -eq 75 ]
+	[ "$status" -eq 69 ]
+	assert_json_error WSLOCK_LIVENESS_UNKNOWN
 	run --separate-stderr wsl run -n --reclaim-dead "$(W a)" -- true
-	[ "$status" -eq 75 ]
+	[ "$status" -eq 69 ]
 	run --separate-stderr wsl reclaim --yes "$(W a)"
 	jq_ok '.action == "reclaimed" and (.reclaimed | length) == 0'
 	run --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/owner.json" "$(W a)"

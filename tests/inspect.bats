@@ -105,7 +105,7 @@ time.sleep(300)' >"$BATS_TEST_TMPDIR/child" </dev/null 2>/dev/null 3>&- &
 	assert_json_error WSLOCK_RECOVERY_REQUIRED
 }
 
-@test "liveness: another host -> unknown; acquire treats it as alive (-n -> 75)" {
+@test "liveness: another host -> unknown; acquire and run never take it, and give 69 WSLOCK_LIVENESS_UNKNOWN as inspect --exit-status does" {
 	mkws a
 	start_sleeper
 	acquire_as "$SLEEPER_PID" "$(W a)"
@@ -113,10 +113,21 @@ time.sleep(300)' >"$BATS_TEST_TMPDIR/child" </dev/null 2>/dev/null 3>&- &
 	inspect_json "$(W a)"
 	jq_ok '.state == "held" and .liveness == "unknown"' "$INSPECT"
 	assert_reason "$INSPECT"
-	run -75 --separate-stderr wsl acquire -n --pid $$ "$(W a)"
-	assert_json_error WSLOCK_BUSY
-	run -75 --separate-stderr wsl acquire --reclaim-dead -n --pid $$ "$(W a)"
-	assert_json_error WSLOCK_BUSY
+	run -69 wsl inspect --exit-status -q "$(W a)"
+	run -69 --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+	assert_json_error WSLOCK_LIVENESS_UNKNOWN
+	[[ "$stderr" == *"liveness is unknown (held on host some-other-host.invalid"*"once its holder has ended"*"recover --force --reason"* ]] ||
+		fail "stderr: $stderr"
+	run -69 --separate-stderr wsl acquire --reclaim-dead -n --pid $$ "$(W a)"
+	assert_json_error WSLOCK_LIVENESS_UNKNOWN
+	run -69 --separate-stderr wsl run -n "$(W a)" -- echo RAN
+	[[ "$output" != *RAN* ]] || fail "ran beside the holder"
+	[[ "$stderr" == *"[WSLOCK_LIVENESS_UNKNOWN]" ]] || fail "stderr: $stderr"
+	# It is waited for (it may release), then the same 69.
+	run -69 --separate-stderr wsl run -w 1 "$(W a)" -- echo RAN
+	[[ "$stderr" == *"timed out: "*"liveness is unknown"*"[WSLOCK_LIVENESS_UNKNOWN]" ]] || fail "stderr: $stderr"
+	# -E N replaces 75 for a live owner only.
+	run -69 --separate-stderr wsl run -n -E 3 "$(W a)" -- echo RAN
 	jq -e '.host == "some-other-host.invalid"' "$(lock_dir_of "$(W a)")/owner.json" >/dev/null
 }
 

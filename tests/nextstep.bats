@@ -99,7 +99,7 @@ paste_run() {
 	mkws a
 	start_sleeper
 	acquire_as "$SLEEPER_PID" "$(W a)"
-	run -75 --separate-stderr env WSLOCK_HOST=elsewhere "$WSLOCK" run -n "$(W a)" -- true
+	run -69 --separate-stderr env WSLOCK_HOST=elsewhere "$WSLOCK" run -n "$(W a)" -- true
 	[[ $stderr == *"host"* ]] || fail "no reason: $stderr"
 	[ "$(next_of "$stderr")" = "wslock -d $WSLOCK_DIR inspect $(W a)" ] || fail "$stderr"
 	wsl inspect --owner "$(W a)" >"$T/owner.json"

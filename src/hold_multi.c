@@ -21,19 +21,21 @@ void hold_set_free(struct hold_set *set)
 	memset(set, 0, sizeof(*set));
 }
 
-/* Usage error for the workspaces i and j (i < j) that nest; how says by
- * which path they were found to. */
-static int nesting(const struct hold_set *set, size_t i, size_t j, const char *how,
+/* Usage error for the workspaces i and j (i < j) that nest; by_mount: they
+ * were found to through a mount, not by their paths. */
+static int nesting(const struct hold_set *set, size_t i, size_t j, bool by_mount,
 		   struct wsl_error *err)
 {
 	const char *a = set->ws[i], *b = set->ws[j];
+	const char *how = by_mount ?
+		"through a mount: one is mounted inside the other, or a bind mount makes both paths of one directory" :
+		"one lies inside the other";
 
 	if (strcmp(a, b) == 0)
 		return wsl_error_set(err, WSL_USAGE, "%s is named twice; name each workspace once",
 				     a);
-	return wsl_error_set(err, WSL_USAGE,
-			     "%s and %s overlap%s (one directory, or one inside the other); lock only the outer one, which covers both",
-			     a, b, how);
+	return wsl_error_set(err, WSL_USAGE, "%s and %s overlap (%s); lock only %s, which covers both",
+			     a, b, how, by_mount ? "one of them" : "the outer one");
 }
 
 /* Whether a filesystem mounted below a (or another path of a's directory,
@@ -93,7 +95,7 @@ int hold_set_open(struct hold_set *set, struct registry *reg, struct registry_co
 		for (j = i + 1; j < n; j++)
 			if (wspath_within(set->ws[i], set->ws[j]) ||
 			    wspath_within(set->ws[j], set->ws[i]))
-				return nesting(set, i, j, "", err);
+				return nesting(set, i, j, false, err);
 	/* The local backend also sees mounts (etcd keys by path alone). */
 	if (strcmp(registry_backend(reg), "etcd") == 0)
 		return 0;
@@ -106,9 +108,7 @@ int hold_set_open(struct hold_set *set, struct registry *reg, struct registry_co
 			if (mounts_overlap(set->ws[i], set->ws[j], &both, err) != 0)
 				return -1;
 			if (both)
-				return nesting(set, i < j ? i : j, i < j ? j : i,
-					       " through a bind mount or another mount (one mounted inside the other, or another path to the same directory)",
-					       err);
+				return nesting(set, i < j ? i : j, i < j ? j : i, true, err);
 		}
 	return 0;
 }
@@ -134,7 +134,7 @@ int hold_set_owners(struct hold_set *set, pid_t pid, const char *purpose,
 			if (a->workspace_fs[0] != '\0' && strcmp(a->workspace_fs, b->workspace_fs) == 0 &&
 			    (wspath_within(a->workspace_fs_path, b->workspace_fs_path) ||
 			     wspath_within(b->workspace_fs_path, a->workspace_fs_path)))
-				return nesting(set, i, j, " through a bind mount or another path to the same directory", err);
+				return nesting(set, i, j, true, err);
 		}
 	return 0;
 }

@@ -290,6 +290,11 @@ int lockrules_conflict_final(const char *ws, const struct lock_entry *e,
 	}
 	if (e->state == LOCK_RETAINED) {
 		lockrules_error_holder(err, e);
+		/* recover never displaces a live owner (75), retained or not. */
+		if (e->probed && e->liveness != LIVENESS_DEAD)
+			return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
+					     "%s retained for recovery (a failed command, or release --retain) by %s, which is %s (%s); 'wslock inspect' says why; once its holder has ended, 'wslock recover'",
+					     subject, who, liveness_name(e->liveness), e->reason);
 		return wsl_error_set(err, WSL_RECOVERY_REQUIRED,
 				     "%s retained for recovery (a failed command, or release --retain) by %s; 'wslock inspect' says why, then 'wslock recover'",
 				     subject, who);

@@ -122,7 +122,8 @@ waiter() {
 	run -64 --separate-stderr wsl run "$(W a)" "$(W a)/" -- echo SHOULD-NOT-RUN
 	[[ $stderr == *"named twice"*WSLOCK_USAGE* ]] || fail "stderr: $stderr"
 	run -64 --separate-stderr wsl run "$(W b)" "$(W a)/sub" "$(W a)" -- echo SHOULD-NOT-RUN
-	[[ $stderr == *"overlap"*WSLOCK_USAGE* ]] || fail "stderr: $stderr"
+	[[ $stderr == *"overlap (one lies inside the other); lock only the outer one, which covers both"*WSLOCK_USAGE* ]] ||
+		fail "stderr: $stderr"
 	run -64 --separate-stderr wsl acquire --pid $$ "$(W a)/sub" "$(W a)"
 	jq -e '.error.code == "WSLOCK_USAGE"' <<<"$output" >/dev/null
 	[ "$(ls "$WSLOCK_DIR/locks" 2>/dev/null | wc -l)" = 0 ]
@@ -133,6 +134,10 @@ waiter() {
 		"$3" run "$2/sub" "$4" "$1" -- echo SHOULD-NOT-RUN
 		' sh "$(canon "$(W a)")" "$(canon "$(W alias)")" "$WSLOCK" "$(W b)"
 	[[ $output == *"bind mount"*WSLOCK_USAGE* ]] || fail "output: $output"
+	# One sentence: one reason, not two parentheticals in a row.
+	[[ $output != *") ("* ]] || fail "output: $output"
+	[[ $output == *"overlap (through a mount: one is mounted inside the other, or a bind mount makes both paths of one directory); lock only one of them, which covers both"* ]] ||
+		fail "output: $output"
 	[[ $output != *SHOULD-NOT-RUN* ]]
 }
 

@@ -190,6 +190,14 @@ assert_retained() {
 	before=$(registry_snapshot)
 	run -69 --separate-stderr wsl run -n "$(W a)" -- echo RAN
 	assert_run_error WSLOCK_RECOVERY_REQUIRED
+	# Its holder still runs, so recover would give 75: the message says
+	# to wait for it to end first.
+	[[ $stderr == *"which is live (pid $SLEEPER_PID is running"*"once its holder has ended, 'wslock recover'"* ]] ||
+		fail "stderr: $stderr"
+	[[ $stderr != *"then 'wslock recover'"* ]] || fail "stderr: $stderr"
+	printf '%s' "$OWNER" >"$BATS_TEST_TMPDIR/owner.json"
+	run -75 --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/owner.json" "$(W a)"
+	assert_json_error WSLOCK_OWNER_LIVE
 	run -69 --separate-stderr wsl acquire -n --reclaim-dead --pid $$ "$(W a)"
 	assert_json_error WSLOCK_RECOVERY_REQUIRED
 	run -69 --separate-stderr wsl release --token "$(json_get .token "$OWNER")" "$(W a)"
@@ -199,7 +207,8 @@ assert_retained() {
 	assert_same_snapshot "$before" "$(registry_snapshot)"
 	kill -KILL "$SLEEPER_PID"
 	wait_exit "$SLEEPER_PID" 10
-	printf '%s' "$OWNER" >"$BATS_TEST_TMPDIR/owner.json"
+	run -69 --separate-stderr wsl run -n "$(W a)" -- echo RAN
+	[[ $stderr == *"says why, then 'wslock recover'"* ]] || fail "stderr: $stderr"
 	run -0 --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/owner.json" "$(W a)"
 	jq_ok '.action == "recovered"'
 	inspect_json "$(W a)"

@@ -244,7 +244,8 @@ bool lockrules_corrupt_bytes_clearable(const struct lock_entry *e)
 
 	return e->state == LOCK_CORRUPT && !e->unsafe && e->raw != NULL &&
 		!(e->probed && e->liveness == LIVENESS_LIVE) &&
-		n > suffix && strcmp(e->lock_path + n - suffix, "/owner.json") == 0;
+		(e->etcd_key ||
+		 (n > suffix && strcmp(e->lock_path + n - suffix, "/owner.json") == 0));
 }
 
 bool lockrules_corrupt_clearable(const struct lock_entry *e)
@@ -459,8 +460,10 @@ int lockrules_check_take_over(const char *workspace, const struct registry_expec
 			 * newline may be what tore the document), but the
 			 * message says what differs and how to get them. */
 			return wsl_error_set(err, WSL_LOCK_CORRUPT,
-					     "the lock of %s is corrupt (%s); the bytes given differ from its exact bytes (%s) only by a trailing newline, as 'etcdctl get --print-value-only' or echo adds one: give the exact bytes ('etcdctl get -w json KEY | jq -r \".kvs[0].value\" | base64 -d > FILE', or cp of its owner.json); nothing changed",
-					     workspace, e->problem, e->lock_path);
+					     e->etcd_key ?
+					     "the lock of %s is corrupt (%s); the bytes given differ from its exact bytes (etcd key %s) only by a trailing newline, as 'etcdctl get --print-value-only' or echo adds one: give the exact bytes ('etcdctl get -w json %s | jq -r \".kvs[0].value\" | base64 -d > FILE'); nothing changed" :
+					     "the lock of %s is corrupt (%s); the bytes given differ from its exact bytes (%s) only by a trailing newline, as echo adds one: give the exact bytes ('cp %s FILE'); nothing changed",
+					     workspace, e->problem, e->lock_path, e->lock_path);
 		if (x->raw == NULL || x->raw_len != e->raw_len ||
 		    memcmp(x->raw, e->raw, e->raw_len) != 0)
 			return wsl_error_set(err, WSL_LOCK_CORRUPT,

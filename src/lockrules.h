@@ -34,7 +34,10 @@ enum lock_state {
 struct lock_entry {
 	char key[WSL_KEY_HEX + 1];
 	char workspace_root[PATH_MAX];	/* from the document; "" when corrupt */
-	char lock_path[PATH_MAX];	/* .../locks/KEY/owner.json */
+	char lock_path[PATH_MAX];	/* .../locks/KEY/owner.json, or the
+					 * etcd key (etcd_key) */
+	bool etcd_key;			/* lock_path is an etcd key: its bytes are
+					 * read with etcdctl, there is no file */
 	enum lock_state state;
 	bool has_owner;
 	struct owner owner;
@@ -208,8 +211,8 @@ enum wsl_code lockrules_state_code(const struct lock_entry *e);
 enum wsl_code lockrules_worse_code(enum wsl_code a, enum wsl_code b);
 
 /* Whether e, a corrupt lock, is cleared by `recover --force --reason`
- * given a copy of its owner.json (e->lock_path) for its workspace
- * (e->workspace_root): its bytes could be read, it is not unsafe, its
+ * given a copy of its owner.json (e->lock_path; on etcd the exact bytes
+ * of its key, e->etcd_key) for its workspace (e->workspace_root): its bytes could be read, it is not unsafe, its
  * holder's kernel lock is not held, and its workspace is known. The
  * corrupt errors of the checks below set err->corrupt_clearable alike. */
 bool lockrules_corrupt_clearable(const struct lock_entry *e);

@@ -283,6 +283,16 @@ static void shell_word(const char *word, char *out, size_t len)
  * the one a plain "wslock" in another terminal would find: -d for a registry
  * other than ${XDG_STATE_HOME:-$HOME/.local/state}/wslock (from -d,
  * WSLOCK_DIR or STATE_DIRECTORY), the etcd backend and its endpoints. */
+/* Whether c's commands go to etcd (--backend, else WSLOCK_BACKEND). */
+static bool etcd_backend(const struct cli *c)
+{
+	const char *backend = c->reg_cfg.backend;
+
+	if (backend == NULL || backend[0] == '\0')
+		backend = getenv("WSLOCK_BACKEND");
+	return backend != NULL && strcmp(backend, "etcd") == 0;
+}
+
 static void command_prefix(const struct cli *c, char *out, size_t len)
 {
 	const char *backend = c->reg_cfg.backend, *env;
@@ -333,15 +343,40 @@ static void recover_line(const char *pre, const char *ws, char *out, size_t len)
  * as it is, REASON unset, recover refuses (64: --reason needs 1..128
  * characters) and nothing changes: a --force is never ready-made. Only
  * for a workspace that exists (recover resolves it) and an owner.json
- * there is to copy (not an etcd key). ws NULL: the document does not say
+ * there is to copy. On etcd (path its key) the bytes come from etcdctl
+ * get -w json, base64-decoded (exact: --print-value-only adds a newline),
+ * and ws must be known. ws NULL: the document does not say
  * which workspace it locks; the line names "$WORKSPACE" for the user to
  * set (unset, recover refuses too: 64). */
 static bool corrupt_line(const struct cli *c, const char *ws, const char *path,
 			 char *out, size_t len)
 {
 	char pre[PATH_MAX * 2 + 64], w[PATH_MAX * 4 + 8] = "", p[PATH_MAX * 4 + 8] = "";
+	char ep[PATH_MAX * 2 + 32] = "";
+	const char *eps;
 	struct stat st;
 
+	if (etcd_backend(c)) {
+		/* etcd: path is the lock's key, and the key names its
+		 * workspace (ws NULL: a key no workspace finds). etcdctl
+		 * get --print-value-only adds a newline: the exact bytes
+		 * come from -w json, base64. */
+		if (ws == NULL)
+			return false;
+		eps = c->reg_cfg.etcd_endpoints ? c->reg_cfg.etcd_endpoints :
+			getenv("WSLOCK_ETCD_ENDPOINTS");
+		if (eps != NULL && eps[0] != '\0') {
+			snprintf(ep, sizeof(ep), " --endpoints=");
+			shell_word(eps, ep, sizeof(ep));
+		}
+		command_prefix(c, pre, sizeof(pre));
+		shell_word(ws, w, sizeof(w));
+		shell_word(path, p, sizeof(p));
+		snprintf(out, len,
+			 "etcdctl%s get -w json %s | jq -r '.kvs[0].value' | base64 -d > corrupt-owner.json && %s recover --force --reason \"$REASON\" --expected-owner corrupt-owner.json %s",
+			 ep, p, pre, w);
+		return true;
+	}
 	if ((ws != NULL && (stat(ws, &st) != 0 || !S_ISDIR(st.st_mode))) ||
 	    stat(path, &st) != 0 || !S_ISREG(st.st_mode))	/* etcd: a key */
 		return false;

@@ -77,6 +77,7 @@ static int fill_entry(const char *path, const struct etcd_kv *const kv[KINDS],
 		lease_doc_names(kv[K_LEASE], "", &m->live_lease, &delay, &m->lease_for_pid);
 	}
 	snprintf(e->lock_path, sizeof(e->lock_path), "%s", lock->key);
+	e->etcd_key = true;
 	e->raw = dup_bytes(lock->value, lock->value_len);
 	if (e->raw == NULL)
 		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");

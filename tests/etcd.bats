@@ -663,7 +663,8 @@ a_document() {
 	jq_ok '.state == "corrupt"'
 	ectl get --print-value-only "/wslock/lock$(W a)" >"$BATS_TEST_TMPDIR/c.json"
 	run -65 --separate-stderr wsl recover --force --reason "torn, checked" --expected-owner "$BATS_TEST_TMPDIR/c.json" "$(W a)"
-	[[ $stderr == *"only by a trailing newline"*"etcdctl get -w json"* ]] || fail "no hint: $stderr"
+	[[ $stderr == *"only by a trailing newline"*"etcdctl get -w json /wslock/lock$(W a) "* ]] || fail "no hint: $stderr"
+	[[ $stderr != *"cp of"* && $stderr != *"cp "* ]] || fail "a file hint on etcd: $stderr"
 	[ "$(ectl get --print-value-only "/wslock/lock$(W a)")" = "half a docu" ] || fail "the key changed"
 	ectl get -w json "/wslock/lock$(W a)" | jq -r '.kvs[0].value' | base64 -d >"$BATS_TEST_TMPDIR/exact.json"
 	run -0 --separate-stderr wsl recover --force --reason "torn, checked" --expected-owner "$BATS_TEST_TMPDIR/exact.json" "$(W a)"
@@ -820,4 +821,32 @@ a_document() {
 	jq_ok '.liveness_reason | contains("expired or was revoked")' "$INSPECT"
 	jq_ok '.liveness_reason | contains("stopped its command") | not' "$INSPECT"
 	jq_ok '.liveness_reason | contains("if it ran") and contains("may still run")' "$INSPECT"
+}
+
+@test "etcd: a corrupt key gets the next step with etcdctl's exact bytes, in the error and the text view, and the pasted line clears it" {
+	mkws a
+	local next text
+	wsl run "$(W a)" -- true
+	ectl put "/wslock/lock$(W a)" 'garbage{' >/dev/null
+	run -65 --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+	assert_json_error WSLOCK_LOCK_CORRUPT
+	next=$(json_get .error.next "$output")
+	[[ $next == "etcdctl --endpoints=$WSL_ETCD_EP get -w json /wslock/lock$(W a) | "*"base64 -d > corrupt-owner.json && "*" recover --force --reason \"\$REASON\" --expected-owner corrupt-owner.json $(W a)" ]] ||
+		fail "next: $next"
+	[[ $stderr == *"; next: $next "* ]] || fail "stderr: $stderr"
+	[[ $next != *"cp "* ]] || fail "a file to copy on etcd: $next"
+	text=$(wsl inspect --format text "$(W a)") || true
+	[[ $text == *"next: after checking"*"$next"* ]] || fail "text view: $text"
+	# Pasted in another terminal (no wslock settings in its environment):
+	# with REASON unset it changes nothing, with it the key is cleared.
+	mkdir "$BATS_TEST_TMPDIR/bin" "$BATS_TEST_TMPDIR/paste"
+	ln -s "$WSLOCK" "$BATS_TEST_TMPDIR/bin/wslock"
+	run -64 --separate-stderr env -u WSLOCK_BACKEND -u WSLOCK_ETCD_ENDPOINTS -u ETCDCTL_API -u REASON \
+		PATH="$BATS_TEST_TMPDIR/bin:$PATH" sh -c "cd '$BATS_TEST_TMPDIR/paste' && $next"
+	[ "$(ectl get --print-value-only "/wslock/lock$(W a)")" = 'garbage{' ] || fail "the key changed"
+	run -0 --separate-stderr env -u WSLOCK_BACKEND -u WSLOCK_ETCD_ENDPOINTS -u ETCDCTL_API \
+		REASON="torn, checked" PATH="$BATS_TEST_TMPDIR/bin:$PATH" sh -c "cd '$BATS_TEST_TMPDIR/paste' && $next"
+	jq_ok '.action == "cleared-corrupt"'
+	run -0 wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
 }

@@ -92,6 +92,27 @@ refuses_takeover() {
 	assert_same_snapshot "$before" "$(registry_snapshot)"
 }
 
+@test "a container entrypoint that is pid 1: acquire --pid \$\$ is refused (64), run and acquire --pid of a child work, as the README says" {
+	needs_pidns
+	mkws a
+	run -0 timeout -k 5 60 unshare -fp --mount-proc sh -c '
+		"$1" acquire --pid $$ "$2" >/dev/null 2>"$3/err1"; echo "self=$?"
+		"$1" run -n "$2" -- true; echo "run=$?"
+		sleep 300 </dev/null >/dev/null 2>&1 &
+		o=$("$1" acquire --pid $! "$2") || echo "child-acquire failed"
+		t=$(printf "%s" "$o" | jq -r .token)
+		"$1" release --token "$t" "$2" >/dev/null; echo "release=$?"
+		kill $!' sh "$WSLOCK" "$(W a)" "$BATS_TEST_TMPDIR"
+	[[ $output == *"self=64"*"run=0"*"release=0"* ]] || fail "output: $output"
+	[[ $output != *"child-acquire failed"* ]] || fail "output: $output"
+	grep -q "descends from pid 1" "$BATS_TEST_TMPDIR/err1" || fail "err: $(cat "$BATS_TEST_TMPDIR/err1")"
+	inspect_json "$(W a)"
+	jq_ok '.state == "free"' "$INSPECT"
+	tr '\n' ' ' <"$BATS_TEST_DIRNAME/../README.md" | tr -s ' ' |
+		grep -q 'acquire --pid \$\$` from an entrypoint that is pid 1 is refused' ||
+		fail "README Containers and CI runners does not say so"
+}
+
 @test "a run holder inside a pid namespace is live outside (its kernel lock), and excludes" {
 	needs_pidns
 	mkws a

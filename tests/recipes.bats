@@ -590,6 +590,17 @@ ci_job() {
 # The "coming from flock" table: each row whose two columns are commands is
 # run both ways, on a free and on a held lock, and the exit statuses must be
 # the same (the table's promise to a ported script).
+@test "README tour: its mkdir makes every workspace the tour's run --shared line uses" {
+	local tour mk line
+	tour=$(sed -n '/^## A quick tour/,/^## /p' "$README")
+	mk=$(grep -m1 '^\$ mkdir -p ' <<<"$tour") || fail "no mkdir in the tour"
+	line=$(grep -m1 '^\$ wslock run --shared ' <<<"$tour") || fail "no run --shared in the tour"
+	mkdir -p "$T/tour/bin" && ln -s "$WSLOCK" "$T/tour/bin/wslock"
+	cd "$T/tour"
+	run -0 --separate-stderr env PATH="$T/tour/bin:$PATH" sh -c "${mk#\$ } && ${line#\$ }"
+	[[ $output == "reading as "* ]] || fail "output: $output stderr: $stderr"
+}
+
 @test "README flock-table: each wslock line exits as its flock line, free and held" {
 	command -v flock >/dev/null || skip "flock(1) is not installed"
 	local rows row f w n=0 held_f held_w st_f st_w fpid

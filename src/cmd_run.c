@@ -108,6 +108,20 @@ static int run_inside(struct cli *c, struct registry *reg, const struct lock_ent
 	return child_run_nested(c, reg, outer, ws, nest_fd, ch);
 }
 
+/* run_inside, then frees outer; the registry is closed when the status
+ * is the command's (neither RUN_INSIDE_GONE nor RUN_INSIDE_ERROR), so the
+ * caller returns it as it is. */
+static int run_nested(struct cli *c, struct registry *reg, struct lock_entry *outer,
+		      const char *ws, struct child *ch, sigset_t *orig, struct wsl_error *err)
+{
+	int status = run_inside(c, reg, outer, ws, ch, orig, err);
+
+	lock_entry_free(outer);
+	if (status != RUN_INSIDE_GONE && status != RUN_INSIDE_ERROR)
+		registry_close(reg);
+	return status;
+}
+
 /*
  * A run of several workspaces inside enclosing holders: nests when every
  * one of them is held by an enclosing holder (nest_find, per workspace as
@@ -301,14 +315,11 @@ static int run_main(struct cli *c, int argc, char **argv)
 		if (rc < 0)
 			goto fail;
 		if (rc == 1) {
-			status = run_inside(c, &reg, &outer, ws, &ch, &orig, &err);
-			lock_entry_free(&outer);
+			status = run_nested(c, &reg, &outer, ws, &ch, &orig, &err);
 			if (status == RUN_INSIDE_ERROR)
 				goto fail;
-			if (status != RUN_INSIDE_GONE) {
-				registry_close(&reg);
+			if (status != RUN_INSIDE_GONE)
 				return status;
-			}
 		} else {
 			lock_entry_free(&outer);
 		}
@@ -325,14 +336,11 @@ static int run_main(struct cli *c, int argc, char **argv)
 		goto fail;
 	ch.orig_mask = &orig;
 	while ((rc = hold_acquire(c, &reg, &o, &a.hold.wait, &live_fd, &err)) == HOLD_NESTED) {
-		status = run_inside(c, &reg, &outer, ws, &ch, &orig, &err);
-		lock_entry_free(&outer);
+		status = run_nested(c, &reg, &outer, ws, &ch, &orig, &err);
 		if (status == RUN_INSIDE_ERROR)
 			goto fail;
-		if (status != RUN_INSIDE_GONE) {
-			registry_close(&reg);
+		if (status != RUN_INSIDE_GONE)
 			return status;
-		}
 	}
 	if (rc > 0) {
 		registry_close(&reg);

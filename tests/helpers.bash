@@ -333,3 +333,24 @@ need_etcd() {
 	[ -z "${WSL_ETCD_MISSING:-}" ] ||
 		skip "etcd is not installed (apt-get install etcd-server etcd-client)"
 }
+
+# queued PID: PID has an entry in the local registry's FIFO wait queue
+# ($WSLOCK_DIR/queue/SEQ.PID.RAND).
+queued() {
+	compgen -G "$WSLOCK_DIR/queue/*.$1.*" >/dev/null
+}
+
+# queue_waiter NAME RUN-ARGS...: a background `wslock run RUN-ARGS -- CMD`
+# whose command appends NAME to $BATS_TEST_TMPDIR/order; waits (bounded)
+# until it is queued, and fails when it ended before. Sets WAITER_PID.
+queue_waiter() {
+	local name=$1
+	shift
+	"$WSLOCK" run "$@" -- sh -c 'echo "$1" >>"$2/order"' sh "$name" "$BATS_TEST_TMPDIR" \
+		</dev/null >"$BATS_TEST_TMPDIR/$name.out" 2>"$BATS_TEST_TMPDIR/$name.err" 3>&- &
+	WAITER_PID=$!
+	track_pid "$WAITER_PID"
+	wait_for "queued $WAITER_PID || ! is_running $WAITER_PID" 20 ||
+		fail "waiter $name never queued"
+	queued "$WAITER_PID" || fail "waiter $name ended before it queued: $(cat "$BATS_TEST_TMPDIR/$name.err")"
+}

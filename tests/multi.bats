@@ -9,11 +9,6 @@
 
 load helpers
 
-# queued PID: PID has an entry in the queue.
-queued() {
-	compgen -G "$WSLOCK_DIR/queue/*.$1.*" >/dev/null
-}
-
 # state WS: the state of WS's own lock as inspect reads it.
 state() {
 	wsl inspect "$1" | jq -r .state
@@ -24,19 +19,12 @@ liveness() {
 	wsl inspect "$1" | jq -r .liveness
 }
 
-# waiter NAME WS... : a background `wslock run WS... -- CMD` whose command
-# appends NAME to $BATS_TEST_TMPDIR/order; waits until it is queued. Sets
-# WAITER_PID.
+# waiter NAME WS...: queue_waiter (helpers.bash) for `wslock run -w 60
+# WS...`.
 waiter() {
 	local name=$1
 	shift
-	"$WSLOCK" run -w 60 "$@" -- sh -c 'echo "$1" >>"$2/order"' sh "$name" "$BATS_TEST_TMPDIR" \
-		</dev/null >"$BATS_TEST_TMPDIR/$name.out" 2>"$BATS_TEST_TMPDIR/$name.err" 3>&- &
-	WAITER_PID=$!
-	track_pid "$WAITER_PID"
-	wait_for "queued $WAITER_PID || ! is_running $WAITER_PID" 20 ||
-		fail "waiter $name never queued"
-	queued "$WAITER_PID" || fail "waiter $name ended before it queued: $(cat "$BATS_TEST_TMPDIR/$name.err")"
+	queue_waiter "$name" -w 60 "$@"
 }
 
 @test "run -n A B while B is held: exit 75 naming B, and A is not locked afterwards" {

@@ -11,9 +11,12 @@
 
 load helpers
 
-# queued PID: PID has an entry in the queue.
-queued() {
-	compgen -G "$WSLOCK_DIR/queue/*.$1.*" >/dev/null
+# waiter NAME WS [RUN-OPTIONS...]: queue_waiter (helpers.bash) for
+# `wslock run RUN-OPTIONS WS`.
+waiter() {
+	local name=$1 ws=$2
+	shift 2
+	queue_waiter "$name" "$@" "$ws"
 }
 
 # queue_len: the number of entries in the queue.
@@ -23,20 +26,6 @@ queue_len() {
 	echo "$n"
 }
 
-# waiter NAME WS [RUN-OPTIONS...]: a background `wslock run ... WS` whose
-# command appends NAME to $BATS_TEST_TMPDIR/order; waits until it is
-# queued (or has ended). Sets WAITER_PID.
-waiter() {
-	local name=$1 ws=$2
-	shift 2
-	"$WSLOCK" run "$@" "$ws" -- sh -c 'echo "$1" >>"$2/order"' sh "$name" "$BATS_TEST_TMPDIR" \
-		</dev/null >"$BATS_TEST_TMPDIR/$name.out" 2>"$BATS_TEST_TMPDIR/$name.err" 3>&- &
-	WAITER_PID=$!
-	track_pid "$WAITER_PID"
-	wait_for "queued $WAITER_PID || ! is_running $WAITER_PID" 20 ||
-		fail "waiter $name never queued"
-	queued "$WAITER_PID" || fail "waiter $name ended before it queued: $(cat "$BATS_TEST_TMPDIR/$name.err")"
-}
 
 # vcs PID: voluntary context switches of PID so far.
 vcs() {

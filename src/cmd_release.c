@@ -173,15 +173,17 @@ static json_t *release_doc(const struct release_args *a, const char *ws,
 static int release_check(struct registry *reg, const char *ws, const struct release_args *a,
 			 struct owner *seen, struct wsl_error *err)
 {
+	const struct lock_entry *h;
 	struct lock_entry e;
 	int rc;
 
 	if (refuse_live(reg, ws, a->token, a->retain, seen, err) != 0 ||
 	    registry_get(reg, ws, false, &e, err) != 0)
 		return -1;
-	/* A shared lock's entry names one holder of several: the release
-	 * itself finds token's among them. */
-	rc = e.shared ? 0 : lockrules_check_release(ws, a->token, &e, err);
+	/* A shared lock: token's own holder among several, as the release
+	 * itself finds it (none: the lock as read, which the check refuses). */
+	h = e.shared ? lock_entry_by_token(&e, a->token) : NULL;
+	rc = lockrules_check_release(ws, a->token, h != NULL ? h : &e, err);
 	lock_entry_free(&e);
 	return rc;
 }

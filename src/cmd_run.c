@@ -161,12 +161,12 @@ static int run_inside_multi(struct cli *c, struct registry *reg, const struct ho
 		rc = -1;
 	}
 	for (i = 0; rc == 0 && found == set->n && i < set->n; i++)
-		if (outer[i].shared) {
+		if (outer[i].shared && !reg->acquire_shared) {
 			/* A writer inside a reader would wait for itself (as
 			 * run_inside says for one workspace). */
 			wsl_error_detail(&err->workspace_root, outer[i].workspace_root);
 			wsl_error_set(err, WSL_BUSY,
-				      "%s: an exclusive run inside a shared holder of %s (pid %ld) would wait for itself; a run of several workspaces is exclusive",
+				      "%s: an exclusive run inside a shared holder of %s (pid %ld) would wait for itself; nested runs under a shared lock need --shared",
 				      set->ws[i], outer[i].workspace_root, (long)outer[i].owner.pid);
 			rc = -1;
 		}
@@ -388,7 +388,7 @@ const struct cli_command cmd_run = {
 	"writer that waits is served before readers that come after it.\n"
 	"Several workspaces are taken all at once or not at all, without deadlock\n"
 	"against jobs naming them in another order; COMMAND also gets\n"
-	"WSLOCK_WORKSPACES (one a line) and WSLOCK_OWNERS (a JSON array); such a\n"
-	"run is exclusive (--shared takes one workspace), and it nests only when\n"
-	"every workspace is held around it (some only: a usage error).\n",
+	"WSLOCK_WORKSPACES (one a line) and WSLOCK_OWNERS (a JSON array); with\n"
+	"--shared each of them is shared (local backend). Such a run nests only\n"
+	"when every workspace is held around it (some only: a usage error).\n",
 };

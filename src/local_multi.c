@@ -23,6 +23,15 @@
  * across queues: an `A B` waiter queued before a later `A` waiter is
  * served first, even while A is free and it still waits for B (no barging).
  *
+ * Shared (`run --shared A B`): the same, with every lock of the set
+ * shared: in each workspace it joins the shared lock there (one more
+ * holder, local_shared.c) or publishes a new one, and its one queue entry
+ * says "shared", so it passes readers in every queue and waits behind a
+ * writer queued earlier in any of them (a writer is never overtaken by a
+ * later reader set). A failure takes back only what this set added: its
+ * own holder of a shared lock others hold too, the whole lock where it
+ * was the first (unpublish_ours).
+ *
  * A crash (SIGKILL) leaves, by step: before the first rename, nothing but
  * garbage (as a single acquire); between publishing workspace k and k+1
  * (multi:published-one, after each publish but the last), the first k
@@ -32,7 +41,8 @@
  * the others free. That is a partial set, but never one that looks
  * complete and live: each of those locks reads as held by a dead owner
  * (recovery required, or --reclaim-dead), which is the crash promise of
- * every lock. The set shares one operation_id, so `inspect --operation-id`
+ * every lock; a shared set leaves a dead reader in each of the first k
+ * (other readers go on; a writer needs recovery). The set shares one operation_id, so `inspect --operation-id`
  * lists what a crash left of it.
  */
 #include "registry_local.h"
@@ -69,11 +79,31 @@ static int check_all(struct registry *reg, const struct owner *os, size_t n,
 	return 0;
 }
 
+/* Takes back o's lock (key) that publish_all made in this hold of
+ * .coordination: the whole lock when it was ours alone, else only our
+ * holder of the shared lock, found by o's token (shared_leave). No
+ * error: what cannot be read is left for the lock checks to report. */
+static void unpublish_ours(struct registry *reg, const char *key, const struct owner *o)
+{
+	struct wsl_error ignored = { 0 };
+	const struct lock_entry *h;
+	struct lock_entry e;
+
+	if (local_get_key(reg, key, false, &e, &ignored) == 0) {
+		h = lock_entry_by_token(&e, o->token);
+		if (h != NULL && e.shared)
+			shared_leave(reg, key, o->workspace_root, h, e.n_holders, &ignored);
+		else if (h != NULL)
+			unpublish(reg, key, o->workspace_root, o, NULL, &ignored);
+		lock_entry_free(&e);
+	}
+	wsl_error_clear(&ignored);
+}
+
 /* Publishes every lock of os[0..n) in order (join[i]: as one more
- * holder of the shared lock there); on a failure, removes the ones
- * published before it (nothing of the set is left) and closes their live
- * files. Several at once are exclusive (registry_multi_check), so what
- * is removed is a whole lock of ours. */
+ * holder of the shared lock there); on a failure, takes back the ones
+ * published before it (nothing of the set is left: unpublish_ours) and
+ * closes their live files. */
 static int publish_all(struct registry *reg, const struct owner *os, size_t n,
 		       const bool *join, int *live_fds, struct wsl_error *err)
 {
@@ -94,11 +124,9 @@ static int publish_all(struct registry *reg, const struct owner *os, size_t n,
 		return 0;
 	while (i-- > 0) {
 		char key[WSL_KEY_HEX + 1];
-		struct wsl_error ignored = { 0 };
 
 		crypto_path_key(os[i].workspace_root, key);
-		unpublish(reg, key, os[i].workspace_root, &os[i], NULL, &ignored);
-		wsl_error_clear(&ignored);
+		unpublish_ours(reg, key, &os[i]);
 		if (live_fds != NULL) {
 			fsx_close(live_fds[i]);
 			live_fds[i] = -1;
@@ -118,9 +146,8 @@ int local_try_acquire_multi(struct registry *reg, const struct owner *os, size_t
 	memset(conflict, 0, sizeof(*conflict));
 	conflict->state = LOCK_FREE;
 	*which = 0;
-	if (n == 0 || n > REGISTRY_MULTI_MAX || (n > 1 && reg->acquire_shared))
-		return wsl_error_set(err, WSL_INTERNAL, "%zu workspaces at once%s", n,
-				     reg->acquire_shared ? ", shared" : "");
+	if (n == 0 || n > REGISTRY_MULTI_MAX)
+		return wsl_error_set(err, WSL_INTERNAL, "%zu workspaces at once", n);
 	if (local_lock(reg, LOCK_EX, dl, err) != 0)
 		return -1;
 	if (check_all(reg, os, n, conflict, which, join, err) != 0)

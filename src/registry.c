@@ -328,9 +328,10 @@ int registry_multi_check(const struct registry *reg, size_t n, struct wsl_error 
 	if (n > REGISTRY_MULTI_MAX)
 		return wsl_error_set(err, WSL_USAGE, "at most %d workspaces at once, not %zu",
 				     REGISTRY_MULTI_MAX, n);
-	if (n > 1 && reg->acquire_shared)
+	if (n > 1 && reg->acquire_shared && !reg->ops->multi_shared)
 		return wsl_error_set(err, WSL_USAGE,
-				     "--shared takes one workspace; several at once are exclusive");
+				     "--shared with several workspaces at once is not supported by the %s backend yet; take them exclusively, or one --shared lock at a time",
+				     reg->ops->name);
 	if (n > 1 && reg->ops->try_acquire_multi == NULL)
 		return wsl_error_set(err, WSL_USAGE,
 				     "several workspaces at once are not supported by the %s backend yet; lock them one at a time (nested runs), or use the local backend",

@@ -296,8 +296,9 @@ int registry_try_acquire(struct registry *reg, const struct owner *o,
 
 /*
  * Fails with WSL_USAGE when reg's backend cannot take n > 1 workspaces
- * at once (etcd today: its one transaction for all is not written), else
- * returns 0; n of 0 or 1 always passes.
+ * at once (etcd today: its one transaction for all is not written), or
+ * not shared ones (reg->acquire_shared, the backend without
+ * multi_shared), else returns 0; n of 0 or 1 always passes.
  */
 int registry_multi_check(const struct registry *reg, size_t n, struct wsl_error *err);
 

@@ -34,6 +34,9 @@ struct registry_ops {
 				 const struct registry_deadline *dl, int *live_fds,
 				 struct lock_entry *conflict, size_t *which,
 				 struct wsl_error *err);
+	/* try_acquire_multi takes a --shared set too (every lock shared);
+	 * false: that is refused (usage) */
+	bool multi_shared;
 	int (*release)(struct registry *reg, const char *workspace,
 		       const char *token, struct owner *released,
 		       struct wsl_error *err);

@@ -874,6 +874,7 @@ const struct registry_ops registry_local_ops = {
 	.overlaps = local_overlaps,
 	.try_acquire = local_try_acquire,
 	.try_acquire_multi = local_try_acquire_multi,
+	.multi_shared = true,
 	.release = local_release,
 	.list = local_list,
 	.take_over = local_take_over,

@@ -20,12 +20,13 @@ queued() {
 
 M() { printf '%s/m' "$BATS_TEST_TMPDIR"; }
 
-# reader N WS BARRIER: a background `wslock run --shared WS` whose command
-# enters (markers), waits until BARRIER readers have entered and GO
-# exists (bounded: 60 s, else BARRIER_TIMEOUT), then leaves. Sets RPID.
+# reader N WS BARRIER [MORE-WS...]: a background `wslock run --shared WS
+# MORE-WS...` whose command enters (markers), waits until BARRIER readers
+# have entered and GO exists (bounded: 60 s, else BARRIER_TIMEOUT), then
+# leaves. Sets RPID.
 reader() {
 	mkdir -p "$(M)"
-	"$WSLOCK" run --shared "$2" -- sh -c '
+	"$WSLOCK" run --shared "$2" "${@:4}" -- sh -c '
 		m=$1
 		[ -e "$m/writer.in" ] && touch "$m/VIOLATION"
 		touch "$m/in.$2" "$m/inside.$2"
@@ -322,14 +323,88 @@ entered() {
 	[[ "$output" == *--shared* ]]
 }
 
-@test "--shared takes one workspace: several at once are a usage error and lock nothing" {
+@test "readers of A B and of B A are inside together; a writer of A waits and is not overtaken by a later reader of B A" {
 	mkws a b
-	run --separate-stderr wsl run --shared "$(W a)" "$(W b)" -- true
+	reader 1 "$(W a)" 2 "$(W b)"
+	local r1=$RPID
+	reader 2 "$(W b)" 2 "$(W a)"
+	local r2=$RPID
+	wait_for "entered 2" 30 || fail "the readers were not inside together: $(ls "$(M)") $(cat "$BATS_TEST_TMPDIR"/r*.err)"
+	run -0 wsl inspect "$(W a)" "$(W b)"
+	jq_ok '[.workspaces[] | .mode == "shared" and (.owners | length) == 2] == [true, true]'
+	writer "$(W a)"
+	wait_for "queued $WPID" 20 || fail "the writer did not wait: $(cat "$BATS_TEST_TMPDIR/w.err")"
+	# A later reader set that needs A queues behind the writer (75 with
+	# -n); one of B alone is not in the writer's queue and shares B.
+	run wsl run -n --shared "$(W b)" "$(W a)" -- true
+	[ "$status" = 75 ] || fail "a later reader of B A barged past the writer of A: $status $output"
+	run -0 wsl run -n --shared "$(W b)" -- true
+	reader 3 "$(W b)" 3 "$(W a)"
+	local r3=$RPID
+	wait_for "queued $r3" 20 || fail "reader 3 did not queue: $(cat "$BATS_TEST_TMPDIR/r3.err")"
+	[ ! -e "$(M)/in.3" ] && [ ! -e "$(M)/writer.in" ]
+	touch "$(M)/GO"
+	for p in "$r1" "$r2" "$WPID" "$r3"; do
+		wait_exit "$p" 30 || fail "$p did not finish"
+		[ "$WAIT_STATUS" = 0 ] || fail "$p exited $WAIT_STATUS"
+	done
+	[ ! -e "$(M)/VIOLATION" ] && [ ! -e "$(M)/BARRIER_TIMEOUT" ]
+	[ "$(sed -n 3,4p "$(M)/order")" = "$(printf 'w\nr3')" ] || fail "order: $(cat "$(M)/order")"
+	run -0 wsl inspect "$(W a)" "$(W b)"
+	jq_ok '[.workspaces[].state] == ["free", "free"]'
+}
+
+@test "acquire --shared A B joins a shared lock on A and makes one on B; all or none; release --token of the set" {
+	mkws a b c
+	start_sleeper
+	run -0 wsl acquire --shared --pid "$SLEEPER_PID" "$(W a)"
+	local t1=$(json_get .token)
+	run -0 wsl acquire --shared --pid "$SLEEPER_PID" "$(W a)" "$(W b)"
+	jq_ok '(.owners | length) == 2 and .owners[0].token == .owners[1].token'
+	local t2=$(json_get .owners[0].token)
+	run -0 wsl inspect "$(W a)" "$(W b)"
+	jq_ok '[.workspaces[] | .mode, (.owners | length)] == ["shared", 2, "shared", 1]'
+	# All or none: C is held exclusively, so nothing of A C is taken.
+	run -0 wsl acquire --pid "$SLEEPER_PID" "$(W c)"
+	run --separate-stderr wsl acquire -n --shared --pid "$SLEEPER_PID" "$(W a)" "$(W c)"
+	[ "$status" = 75 ]
+	run -0 wsl inspect "$(W a)"
+	jq_ok '(.owners | length) == 2'
+	# release --token of the set frees its reader in each, and only it;
+	# a token that is not a reader of every workspace named frees none.
+	run --separate-stderr wsl release --token "$t1" "$(W a)" "$(W b)"
+	[ "$status" -ne 0 ] || fail "a release of A B by a token only A has succeeded"
+	run -0 wsl inspect "$(W a)"
+	jq_ok "[.owners[].token] | index(\"$t1\") != null and length == 2"
+	run -0 wsl release --token "$t2" "$(W a)" "$(W b)"
+	jq_ok '(.releases | length) == 2'
+	run -0 wsl inspect "$(W a)" "$(W b)"
+	jq_ok "[.workspaces[] | .state] == [\"held\", \"free\"] and .workspaces[0].owner.token == \"$t1\""
+}
+
+@test "a killed run --shared A B leaves a dead reader's document in A and in B" {
+	mkws a b
+	hold --shared "$(W a)" "$(W b)"
+	kill -9 "$HOLD_PID" "$HOLD_CHILD"
+	wait_for "[ \"\$(dead_readers '$(W a)')\" = 1 ] && [ \"\$(dead_readers '$(W b)')\" = 1 ]" 20 ||
+		fail "the killed reader set does not read dead: $(wsl inspect "$(W a)" "$(W b)")"
+	run -0 wsl inspect "$(W a)" "$(W b)"
+	jq_ok '[.workspaces[] | .mode == "shared" and .liveness == "dead" and (.owners | length) == 1] == [true, true]'
+	jq_ok '.workspaces[0].owner.token == .workspaces[1].owner.token'
+	# Readers go on; a writer of either needs recovery.
+	run -0 wsl run -n --shared "$(W b)" "$(W a)" -- true
+	run wsl run -n "$(W b)" -- true
+	[ "$status" = 69 ]
+	[[ "$output" == *WSLOCK_RECOVERY_REQUIRED* ]]
+	run -0 wsl reclaim --yes
+	run -0 wsl inspect "$(W a)" "$(W b)"
+	jq_ok '[.workspaces[].state] == ["free", "free"]'
+}
+
+@test "--shared with several workspaces is a usage error with the etcd backend" {
+	mkws a b
+	run wsl --backend etcd --etcd-endpoints http://127.0.0.1:9 run --shared "$(W a)" "$(W b)" -- true
 	[ "$status" = 64 ]
-	run --separate-stderr wsl acquire --shared "$(W a)" "$(W b)"
-	[ "$status" = 64 ]
-	jq_ok '.error.code == "WSLOCK_USAGE"'
-	[ -z "$(ls "$WSLOCK_DIR/locks" 2>/dev/null)" ]
 }
 
 @test "through a bind mount: a reader by one path keeps a writer by the other out; two readers share" {

@@ -116,7 +116,7 @@ END {
 	for (i = 1; i <= opn; i++) {
 		kind = okind[i]; code = oexit[i]; tag = otag[i]; got = (tag in held)
 		ok = 0
-		if (kind == "run" || kind == "multi" || kind == "shared" || kind == "nested" || kind == "acquire" || kind == "abandon" || kind == "reclaim-dead")
+		if (kind == "run" || kind == "multi" || kind == "multi-shared" || kind == "shared" || kind == "nested" || kind == "acquire" || kind == "abandon" || kind == "reclaim-dead")
 			ok = got ? code == 0 : (code == 69 || code == 75)
 		else if (kind == "run-fail")
 			ok = got ? code == 3 : (code == 69 || code == 75)

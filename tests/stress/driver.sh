@@ -14,6 +14,7 @@
 #   multi          wslock run -w W WS WS2 -- hold both          0 | 69 | 75
 #                  (two workspaces that do not nest, all or none: an
 #                  interval on each, with one tag)
+#   multi-shared   the same with --shared (a reader in each)    0 | 69 | 75
 #   nested         wslock run -w W WS -- sh -c 'wslock run -n WS -- hold &'
 #                  (the outer waits for its nested run, once it
 #                  holds)                                        0 | 69 | 75
@@ -252,12 +253,15 @@ contender() {
 		elif ((r >= 19 && r < 24)) && ws2=$(multi_partner "$ws"); then
 			# Two workspaces at once (the second never nests with the
 			# first), named in either order: one interval on each.
+			# One in three a reader set (--shared: its tag ends in .s).
 			kind=multi
-			local -a pair=("$arg" "$(spelled "$ws2")")
+			local -a pair=("$arg" "$(spelled "$ws2")") mopt=()
+			local mtag=$tag
 			((RANDOM % 2)) && pair=("${pair[1]}" "${pair[0]}")
-			wsl run -q -w "$WAIT" "${pair[@]}" -- sh -c '
+			((RANDOM % 3 == 0)) && { kind=multi-shared mopt=(--shared) mtag=$tag.s; }
+			wsl run -q "${mopt[@]}" -w "$WAIT" "${pair[@]}" -- sh -c '
 				"$0" hold "$1" "$2" "$4" "$5" & "$0" hold "$1" "$3" "$4" "$5"; wait' \
-				"$STAMP" "$log" "$ws" "$ws2" "$tag" "$HOLD_MS" \
+				"$STAMP" "$log" "$ws" "$ws2" "$mtag" "$HOLD_MS" \
 				</dev/null >/dev/null 2>>"$S/logs/$id.err"
 			st=$?
 		elif ((r < 30)); then

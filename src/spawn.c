@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static unsigned char inherited[INHERITED_MAX / 8];
@@ -38,21 +39,87 @@ void spawn_note_inherited_fds(void)
 	closedir(dir);
 }
 
+/* Whether close_range(2) closes descriptors here (Linux 5.9; an empty
+ * range probes it). */
+static bool have_close_range(void)
+{
+#ifdef SYS_close_range
+	return syscall(SYS_close_range, ~0U, ~0U, 0) == 0;
+#else
+	return false;
+#endif
+}
+
+static bool is_inherited(int fd)
+{
+	return (inherited[fd / 8] & (1u << (fd % 8))) != 0;
+}
+
+/* Removes descriptor fd from the ranges of *fds (splitting one). */
+static void ranges_drop(struct spawn_fds *fds, int fd)
+{
+	int i, j;
+
+	for (i = 0; i < fds->n; i++) {
+		if (fd < fds->lo[i] || fd > fds->hi[i])
+			continue;
+		if (fds->lo[i] == fds->hi[i]) {
+			for (j = i + 1; j < fds->n; j++) {
+				fds->lo[j - 1] = fds->lo[j];
+				fds->hi[j - 1] = fds->hi[j];
+			}
+			fds->n--;
+		} else if (fd == fds->lo[i]) {
+			fds->lo[i]++;
+		} else if (fd == fds->hi[i]) {
+			fds->hi[i]--;
+		} else if (fds->n < (int)(sizeof(fds->lo) / sizeof(fds->lo[0]))) {
+			for (j = fds->n; j > i + 1; j--) {
+				fds->lo[j] = fds->lo[j - 1];
+				fds->hi[j] = fds->hi[j - 1];
+			}
+			fds->lo[i + 1] = fd + 1;
+			fds->hi[i + 1] = fds->hi[i];
+			fds->hi[i] = fd - 1;
+			fds->n++;
+		} else {	/* cannot happen: inherited and kept fds alternate */
+			fds->hi[i] = fd - 1;
+		}
+		return;
+	}
+}
+
 void spawn_list_fds(int keep, struct spawn_fds *out)
 {
 	struct dirent *de;
-	DIR *dir = opendir("/proc/self/fd");
+	DIR *dir;
 	int self;
 
 	out->n = 0;
+	out->ranges = have_close_range();
+	if (out->ranges) {
+		for (int fd = 3; fd < INHERITED_MAX; fd++) {
+			if (is_inherited(fd))
+				continue;
+			if (out->n > 0 && out->hi[out->n - 1] == fd - 1) {
+				out->hi[out->n - 1] = fd;
+			} else {
+				out->lo[out->n] = out->hi[out->n] = fd;
+				out->n++;
+			}
+		}
+		if (keep >= 0)
+			ranges_drop(out, keep);
+		return;
+	}
+	dir = opendir("/proc/self/fd");
 	if (dir == NULL)
 		return;
 	self = dirfd(dir);
 	while ((de = readdir(dir)) != NULL && out->n < INHERITED_MAX) {
 		long fd;
 		if (cli_parse_long(de->d_name, 3, INHERITED_MAX - 1, &fd) != 0 ||
-		    fd == self || fd == keep ||
-		    (inherited[fd / 8] & (1u << (fd % 8))) != 0)
+		    fd == self || fd == keep || is_inherited((int)fd))
 			continue;
 		out->fd[out->n++] = (int)fd;
 	}
@@ -63,6 +130,12 @@ void spawn_keep_fds(struct spawn_fds *fds, const int *keep, int n)
 {
 	int i, j, k = 0;
 
+	if (fds->ranges) {
+		for (j = 0; j < n; j++)
+			if (keep[j] >= 0)
+				ranges_drop(fds, keep[j]);
+		return;
+	}
 	for (i = 0; i < fds->n; i++) {
 		bool kept = false;
 		for (j = 0; j < n && !kept; j++)
@@ -71,6 +144,22 @@ void spawn_keep_fds(struct spawn_fds *fds, const int *keep, int n)
 			fds->fd[k++] = fds->fd[i];
 	}
 	fds->n = k;
+}
+
+/* Closes the descriptors of *fds (async-signal-safe). */
+static void close_fds(const struct spawn_fds *fds)
+{
+	int i;
+
+	for (i = 0; i < fds->n; i++) {
+#ifdef SYS_close_range
+		if (fds->ranges) {
+			syscall(SYS_close_range, (unsigned)fds->lo[i], (unsigned)fds->hi[i], 0);
+			continue;
+		}
+#endif
+		close(fds->fd[i]);
+	}
 }
 
 /* Lets fd pass to the command (clears FD_CLOEXEC; async-signal-safe). */
@@ -84,12 +173,10 @@ static void spawn_pass(int fd)
 
 void spawn_close_own_fds(int keep)
 {
-	struct spawn_fds fds;
-	int i;
+	static struct spawn_fds fds;
 
 	spawn_list_fds(keep, &fds);
-	for (i = 0; i < fds.n; i++)
-		close(fds.fd[i]);
+	close_fds(&fds);
 }
 
 /* 0 when path (relative: to cwd) is a regular file we may execute, else
@@ -153,8 +240,7 @@ void spawn_command(const struct child *ch, int live_fd, const struct spawn_fds *
 {
 	int i;
 
-	for (i = 0; i < fds->n; i++)
-		close(fds->fd[i]);
+	close_fds(fds);
 	spawn_pass(live_fd);
 	for (i = 0; i < ch->n_more_fds; i++)
 		spawn_pass(ch->more_fds[i]);

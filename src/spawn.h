@@ -27,17 +27,23 @@ struct child {
 /* Descriptors 3..INHERITED_MAX-1 open at start; above that, all are kept. */
 #define INHERITED_MAX 1024
 
-/* The descriptors above 2 that wslock opened, but keep: listed before
+/* The descriptors above 2 that wslock opened, but keep: found before
  * fork(), because after it the child may only make async-signal-safe calls
  * (another thread, libcurl's resolver, may have held malloc's lock), so it
- * just closes them. */
+ * just closes them. Where close_range(2) works (Linux 5.9) they are the
+ * ranges of descriptors 3..INHERITED_MAX-1 that were not inherited
+ * (ranges: no /proc read, one call per range in the child); else the
+ * descriptors listed from /proc/self/fd. */
 struct spawn_fds {
-	int fd[INHERITED_MAX];
+	bool ranges;			/* lo[i]..hi[i] (inclusive), else fd[i] */
 	int n;
+	int lo[INHERITED_MAX / 2 + 2];
+	int hi[INHERITED_MAX / 2 + 2];
+	int fd[INHERITED_MAX];
 };
 
-/* Lists into *out the descriptors above 2 that wslock opened (reads
- * /proc/self/fd), but keep (-1: none). */
+/* Fills *out with the descriptors above 2 that wslock opened (see struct
+ * spawn_fds), but keep (-1: none). */
 void spawn_list_fds(int keep, struct spawn_fds *out);
 
 /* Drops from *fds the n descriptors keep[0..n) (a run of several

@@ -110,12 +110,8 @@ void hold_registry_bound(const struct cli *c, struct registry *reg, const struct
  * waited. */
 static bool holder_gone(const struct owner *o, const char *ws, struct wsl_error *err)
 {
-	unsigned long long ticks;
-	int exists = platform_pid_exists(o->pid);
-
-	if (exists == 0 ||
-	    (exists > 0 && o->has_start_ticks &&
-	     platform_pid_start_ticks(o->pid, &ticks) == 0 && ticks != o->start_ticks)) {
+	if (platform_pid_ended(platform_pid_fate(o->pid, o->has_start_ticks, o->start_ticks,
+						 NULL))) {
 		wsl_error_set(err, WSL_NOT_HELD,
 			      "the holder pid %ld exited while waiting for %s; nothing is locked",
 			      (long)o->pid, ws);

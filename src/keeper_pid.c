@@ -47,14 +47,15 @@ static socklen_t poke_addr(const char *token, struct sockaddr_un *a)
 
 int keeper_pid_open(const struct owner *o, struct wsl_error *err)
 {
-	unsigned long long ticks;
 	int fd = (int)syscall(SYS_pidfd_open, (pid_t)o->pid, 0);
 
 	if (fd < 0 && (errno == ENOSYS || errno == EPERM))
 		return -2;
+	/* The pidfd is of the holder: still the process of its ticks, and
+	 * not a zombie (which has ended: platform_pid_fate). */
 	if (fd < 0 ||
-	    (o->has_start_ticks && (platform_pid_start_ticks(o->pid, &ticks) != 0 ||
-				    ticks != o->start_ticks))) {
+	    (o->has_start_ticks &&
+	     platform_pid_fate(o->pid, true, o->start_ticks, NULL) != PID_RUNS)) {
 		fsx_close(fd);
 		return wsl_error_set(err, WSL_NOT_HELD,
 				     "the holder pid %ld exited before its lock on %s could be kept alive",
@@ -64,16 +65,12 @@ int keeper_pid_open(const struct owner *o, struct wsl_error *err)
 	return fd;
 }
 
-/* Whether o's holder still runs (no pidfd: by its pid and start ticks). */
+/* Whether o's holder still runs (no pidfd: by its pid and start ticks;
+ * a zombie has ended). */
 static bool holder_runs(const struct owner *o)
 {
-	unsigned long long ticks;
-	int exists = platform_pid_exists(o->pid);
-
-	if (exists == 0)
-		return false;
-	return !(exists > 0 && o->has_start_ticks &&
-		 platform_pid_start_ticks(o->pid, &ticks) == 0 && ticks != o->start_ticks);
+	return !platform_pid_ended(platform_pid_fate(o->pid, o->has_start_ticks,
+						     o->start_ticks, NULL));
 }
 
 /* Closes every descriptor above 2 but keep[0..n). */

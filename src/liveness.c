@@ -151,62 +151,55 @@ void liveness_memo_end(void)
 	memo.on = memo.valid = false;
 }
 
-/* Step 6: the pid itself, in this namespace. */
+/* Step 6: the pid itself, in this namespace (platform_pid_fate). The
+ * memo of the last running pid spares its /proc read (inspect --all),
+ * never its kill(2). */
 static enum liveness probe_pid(const struct owner *o, char *reason, size_t reasonlen)
 {
-	unsigned long long ticks;
-	char state = '?';
-	int exists;
+	unsigned long long now;
+	enum pid_fate fate;
 
-	exists = platform_pid_exists(o->pid);
-	if (exists == 0) {
+	if (memo.valid && o->has_start_ticks && memo.pid == o->pid &&
+	    memo.ticks == o->start_ticks && platform_pid_exists(o->pid) == 1)
+		fate = PID_RUNS;
+	else
+		fate = platform_pid_fate(o->pid, o->has_start_ticks, o->start_ticks, &now);
+	switch (fate) {
+	case PID_GONE:
 		snprintf(reason, reasonlen, "pid %ld no longer exists", (long)o->pid);
 		return LIVENESS_DEAD;
-	}
-	if (exists < 0) {
+	case PID_EXISTS_UNKNOWN:
 		snprintf(reason, reasonlen, "kill(%ld, 0) failed: %s; assumed live",
 			 (long)o->pid, strerror(errno));
 		return LIVENESS_LIVE;
-	}
-	if (!o->has_start_ticks) {
-		snprintf(reason, reasonlen,
-			 "pid %ld exists and no start time was recorded (%s); assumed live",
-			 (long)o->pid, "pid-only-fail-closed");
+	case PID_RUNS_UNPROVEN:
+		if (!o->has_start_ticks)
+			snprintf(reason, reasonlen,
+				 "pid %ld exists and no start time was recorded (%s); assumed live",
+				 (long)o->pid, "pid-only-fail-closed");
+		else
+			snprintf(reason, reasonlen,
+				 "pid %ld exists but its start time cannot be read (%s); assumed live",
+				 (long)o->pid, strerror(errno));
 		return LIVENESS_LIVE;
-	}
-	if (memo.valid && memo.pid == o->pid && memo.ticks == o->start_ticks) {
-		snprintf(reason, reasonlen, "pid %ld is running (start time matches)",
-			 (long)o->pid);
-		return LIVENESS_LIVE;
-	}
-	if (platform_pid_stat(o->pid, &ticks, &state) != 0) {
-		if (errno == ESRCH) {
-			snprintf(reason, reasonlen, "pid %ld no longer exists",
-				 (long)o->pid);
-			return LIVENESS_DEAD;
-		}
-		snprintf(reason, reasonlen,
-			 "pid %ld exists but its start time cannot be read (%s); assumed live",
-			 (long)o->pid, strerror(errno));
-		return LIVENESS_LIVE;
-	}
-	if (ticks != o->start_ticks) {
+	case PID_REUSED:
 		snprintf(reason, reasonlen,
 			 "pid %ld was reused: it started at tick %llu, the holder at tick %llu",
-			 (long)o->pid, ticks, o->start_ticks);
+			 (long)o->pid, now, o->start_ticks);
 		return LIVENESS_DEAD;
-	}
-	/* A zombie has exited and closed its files; only its parent's wait
-	 * is missing. Nothing of it can touch the workspace any more. */
-	if (state == 'Z') {
+	case PID_ZOMBIE:
+		/* A zombie has exited and closed its files; only its parent's
+		 * wait is missing. Nothing of it can touch the workspace. */
 		snprintf(reason, reasonlen,
 			 "pid %ld has exited (a zombie, not yet reaped)", (long)o->pid);
 		return LIVENESS_DEAD;
+	case PID_RUNS:
+		break;
 	}
 	if (memo.on) {
 		memo.valid = true;
 		memo.pid = o->pid;
-		memo.ticks = ticks;
+		memo.ticks = o->start_ticks;
 	}
 	snprintf(reason, reasonlen, "pid %ld is running (start time matches)",
 		 (long)o->pid);

@@ -162,22 +162,11 @@ static long coord_holder(int fd)
  * registry_local.h. */
 bool pid_stopped(long pid)
 {
-	char path[64], buf[512];
-	const char *p;
-	ssize_t n;
-	int fd;
+	char state = '?';
 
-	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-	fd = fsx_open(path, O_RDONLY | O_NOCTTY, 0);
-	if (fd < 0)
-		return false;
-	n = fsx_read_all(fd, buf, sizeof(buf) - 1);
-	fsx_close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	p = strrchr(buf, ')');
-	return p != NULL && p[1] == ' ' && p[2] == 'T';
+	/* Whatever pid namespace /proc shows: the pid may come from
+	 * /proc/locks of that same /proc (platform_proc_stat). */
+	return platform_proc_stat((pid_t)pid, NULL, &state) == 0 && state == 'T';
 }
 
 /* Tells reg->coord_notice, once a wait that began waited_ms ago has
@@ -371,12 +360,11 @@ static int pidfd_of(pid_t pid)
  * known); -1 when it is gone (ESRCH) or pidfds do not exist. */
 static int pidfd_checked(pid_t pid, bool has_ticks, unsigned long long ticks, bool *gone)
 {
-	unsigned long long now;
 	int fd = pidfd_of(pid);
 
 	*gone = fd < 0 && errno == ESRCH;
-	if (fd >= 0 && has_ticks &&
-	    (platform_pid_start_ticks(pid, &now) != 0 || now != ticks)) {
+	/* A zombie has ended too (platform_pid_fate), though its pidfd opens. */
+	if (fd >= 0 && has_ticks && platform_pid_fate(pid, true, ticks, NULL) != PID_RUNS) {
 		fsx_close(fd);
 		*gone = true;
 		return -1;
@@ -545,11 +533,8 @@ static int wait_arm(struct registry *reg, struct local_queue *q, struct wait_set
 /* Whether the holder watched without a pidfd (a slow wait) has gone. */
 static bool holder_gone_slow(const struct local_queue *q)
 {
-	unsigned long long t;
-	int e = platform_pid_exists(q->t_holder);
-
-	return e == 0 || (e > 0 && q->t_has_ticks &&
-			  platform_pid_start_ticks(q->t_holder, &t) == 0 && t != q->t_ticks);
+	return platform_pid_ended(platform_pid_fate(q->t_holder, q->t_has_ticks, q->t_ticks,
+						    NULL));
 }
 
 /* One sleep of a wait until (CLOCK_MONOTONIC ms, -1: none): 1 a signal,

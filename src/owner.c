@@ -180,6 +180,8 @@ int owner_build_in(struct owner *o, const struct owner *place,
 		   const char *purpose, const char *operation_id,
 		   const char *recovery_of, struct wsl_error *err)
 {
+	char state = '?';
+
 	memset(o, 0, sizeof(*o));
 	if (!owner_path_canonical(workspace_root))
 		return wsl_error_set(err, WSL_UNSAFE_PATH,
@@ -229,12 +231,18 @@ int owner_build_in(struct owner *o, const struct owner *place,
 	 * child namespace by its number here). */
 	o->has_pid_namespace = platform_pid_namespace(0, o->pid_namespace) == 0;
 	o->has_boot_id = platform_boot_id(o->boot_id) == 0;
-	o->has_start_ticks = platform_pid_start_ticks(pid, &o->start_ticks) == 0;
+	o->has_start_ticks = platform_pid_stat(pid, &o->start_ticks, &state) == 0;
 	/* Without a start time (a /proc of another pid namespace, say) the
 	 * pid's existence is still checked in this namespace, by kill(2). */
 	if (!o->has_start_ticks && (errno == ESRCH || platform_pid_exists(pid) == 0))
 		return wsl_error_set(err, WSL_USAGE,
 				     "pid %ld does not exist; a holder must be a running process",
+				     (long)pid);
+	/* A zombie has exited (platform_pid_fate): its lock would be dead
+	 * the moment it is made. */
+	if (o->has_start_ticks && state == 'Z')
+		return wsl_error_set(err, WSL_USAGE,
+				     "pid %ld has exited (a zombie, not yet reaped); a holder must be a running process",
 				     (long)pid);
 	o->policy = o->has_boot_id && o->has_start_ticks ?
 		IDENTITY_PID_START_BOOT : IDENTITY_PID_ONLY;

@@ -181,6 +181,7 @@ int platform_parse_stat(const char *buf, size_t len,
 	while (p < end) {
 		const char *start;
 		char num[32];
+		unsigned long long v;
 		size_t n;
 		char *stop;
 
@@ -208,9 +209,11 @@ int platform_parse_stat(const char *buf, size_t len,
 			if (!isdigit((unsigned char)num[i]))
 				goto bad;
 		errno = 0;
-		*ticks = strtoull(num, &stop, 10);
+		v = strtoull(num, &stop, 10);
 		if (errno != 0 || *stop != '\0')
 			goto bad;
+		if (ticks != NULL)
+			*ticks = v;
 		return 0;
 	}
 bad:
@@ -245,14 +248,19 @@ int platform_pid_start_ticks(pid_t pid, unsigned long long *ticks)
 
 int platform_pid_stat(pid_t pid, unsigned long long *ticks, char *state)
 {
-	char path[64], buf[4096];
-	ssize_t n;
-	int fd;
-
 	if (!platform_proc_is_ours()) {
 		errno = ENOTSUP;
 		return -1;
 	}
+	return platform_proc_stat(pid, ticks, state);
+}
+
+int platform_proc_stat(pid_t pid, unsigned long long *ticks, char *state)
+{
+	char path[64], buf[4096];
+	ssize_t n;
+	int fd;
+
 	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
 	fd = fsx_open(path, O_RDONLY, 0);
 	if (fd < 0) {
@@ -280,6 +288,37 @@ int platform_pid_exists(pid_t pid)
 	if (errno == ESRCH)
 		return 0;
 	return -1;
+}
+
+enum pid_fate platform_pid_fate(pid_t pid, bool has_ticks, unsigned long long ticks,
+				unsigned long long *now)
+{
+	unsigned long long t = 0;
+	char state = '?';
+	int exists = platform_pid_exists(pid);
+
+	if (now != NULL)
+		*now = 0;
+	if (exists == 0)
+		return PID_GONE;
+	if (exists < 0)
+		return PID_EXISTS_UNKNOWN;
+	if (!has_ticks) {
+		errno = 0;
+		return PID_RUNS_UNPROVEN;
+	}
+	if (platform_pid_stat(pid, &t, &state) != 0)
+		return errno == ESRCH ? PID_GONE : PID_RUNS_UNPROVEN;
+	if (now != NULL)
+		*now = t;
+	if (t != ticks)
+		return PID_REUSED;
+	return state == 'Z' ? PID_ZOMBIE : PID_RUNS;
+}
+
+bool platform_pid_ended(enum pid_fate fate)
+{
+	return fate == PID_GONE || fate == PID_REUSED || fate == PID_ZOMBIE;
 }
 
 void platform_utc(time_t t, struct tm *tm)

@@ -67,7 +67,8 @@ int platform_parse_stat_start(const char *buf, size_t len,
 
 /* platform_parse_stat_start, and also field 3, the one-letter state
  * (proc(5): 'Z' a zombie, exited and not yet reaped), in *state unless
- * state is NULL. A state field that is not one character is malformed. */
+ * state is NULL (and the ticks only when ticks is not NULL). A state
+ * field that is not one character is malformed. */
 int platform_parse_stat(const char *buf, size_t len,
 			unsigned long long *ticks, char *state);
 
@@ -87,12 +88,43 @@ int platform_pid_start_ticks(pid_t pid, unsigned long long *ticks);
 
 /* platform_pid_start_ticks, and also the process state letter of
  * /proc/PID/stat field 3 in *state (unless NULL): 'Z' for a zombie. Same
- * returns and errors. */
+ * returns and errors; ticks may be NULL. */
 int platform_pid_stat(pid_t pid, unsigned long long *ticks, char *state);
+
+/* platform_pid_stat without the check that /proc is this pid namespace's:
+ * for a pid that /proc itself named (/proc/locks), whichever namespace
+ * that /proc shows. Same returns and errors but ENOTSUP. */
+int platform_proc_stat(pid_t pid, unsigned long long *ticks, char *state);
 
 /* kill(pid, 0): 1 when the process exists (EPERM counts: it exists, it is
  * someone else's), 0 when it does not (ESRCH), -1 with errno otherwise. */
 int platform_pid_exists(pid_t pid);
+
+/* What became of the holder process pid (started at tick ticks when
+ * has_ticks), the one answer every place that asks whether a holder
+ * lives uses (liveness step 6, DESIGN.md section 4; the waits, the
+ * keeper, acquire --pid): */
+enum pid_fate {
+	PID_RUNS,		/* it exists and its start ticks match */
+	PID_RUNS_UNPROVEN,	/* it exists, but no ticks were recorded or
+				 * they cannot be read now (errno set): fail
+				 * closed, counted as running */
+	PID_EXISTS_UNKNOWN,	/* kill(2) failed otherwise (errno set): running */
+	PID_GONE,		/* no such process (ESRCH) */
+	PID_REUSED,		/* another process has the pid: its ticks in *now */
+	PID_ZOMBIE,		/* exited, not yet reaped by its parent: its
+				 * files are closed, it can touch nothing */
+};
+
+/* kill(pid, 0), then, with has_ticks, /proc/PID/stat (platform_pid_stat:
+ * start ticks and state); *now (unless NULL) gets the ticks read. A pid
+ * whose /proc cannot be read is PID_RUNS_UNPROVEN, never gone. */
+enum pid_fate platform_pid_fate(pid_t pid, bool has_ticks, unsigned long long ticks,
+				unsigned long long *now);
+
+/* Whether fate says the holder has ended: PID_GONE, PID_REUSED or
+ * PID_ZOMBIE. */
+bool platform_pid_ended(enum pid_fate fate);
 
 /* The current UTC time as "YYYY-MM-DDTHH:MM:SS.mmmZ" (RFC 3339, ms). */
 void platform_now_iso(char out[WSL_TIME_LEN + 1]);

@@ -382,3 +382,56 @@ assert_given_back() {
 	run --separate-stderr timeout -k 5 30 sh -c 'exec "$1" inspect "$2" >/dev/full' sh "$WSLOCK" "$(W a)"
 	[ "$status" -eq 74 ] && [[ $stderr == *"[WSLOCK_IO]" ]] || fail "inspect: $status $stderr"
 }
+
+# zombie_child: a background parent (ZPARENT) with one child (ZCHILD)
+# that it would reap; zombify then stops the parent (SIGSTOP: it reaps
+# nothing) and kills the child, which stays a zombie until the parent is
+# continued (teardown kills both).
+zombie_child() {
+	sh -c 'sleep 300 & echo $! >"$1"; wait' sh "$BATS_TEST_TMPDIR/zchild" \
+		</dev/null >/dev/null 2>&1 3>&- &
+	ZPARENT=$!
+	track_pid "$ZPARENT"
+	wait_for "[ -s '$BATS_TEST_TMPDIR/zchild' ]" 30 || fail "no child pid"
+	ZCHILD=$(cat "$BATS_TEST_TMPDIR/zchild")
+	track_pid "$ZCHILD"
+}
+zombify() {
+	kill -STOP "$ZPARENT"
+	kill -KILL "$ZCHILD"
+	wait_for "[ \"\$(sed 's/.*) //' /proc/$ZCHILD/stat | cut -d' ' -f1)\" = Z ]" 30 ||
+		fail "pid $ZCHILD did not become a zombie"
+}
+
+@test "acquire -w --pid P: P made a zombie while it waits (its parent stopped) ends the wait at once, 66, nothing locked" {
+	mkws a
+	hold "$(W a)"
+	zombie_child
+	"$WSLOCK" acquire -w 120 --pid "$ZCHILD" "$(W a)" \
+		</dev/null >"$BATS_TEST_TMPDIR/acq.out" 2>"$BATS_TEST_TMPDIR/acq.err" 3>&- &
+	local acq=$!
+	track_pid "$acq"
+	wait_for "queued $acq" 20 || fail "acquire did not wait: $(cat "$BATS_TEST_TMPDIR/acq.err")"
+	zombify
+	# Long before -w 120 is up (a holder that still ran would keep it
+	# waiting, and the holder of a keeps it held).
+	wait_exit "$acq" 60 || fail "the wait went on for a zombie holder"
+	[ "$WAIT_STATUS" = 66 ] || fail "exit $WAIT_STATUS: $(cat "$BATS_TEST_TMPDIR/acq.err")"
+	grep -q "exited while waiting" "$BATS_TEST_TMPDIR/acq.err"
+	is_running "$ZPARENT" || fail "the parent ended, so the zombie may have been reaped"
+	kill -CONT "$ZPARENT"
+	unhold
+	run -0 wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+}
+
+@test "acquire --pid of a zombie (exited, its parent stopped) is refused (64) and locks nothing" {
+	mkws a
+	zombie_child
+	zombify
+	run -64 --separate-stderr wsl acquire --pid "$ZCHILD" "$(W a)"
+	[[ "$stderr" == *"zombie"* ]] || fail "stderr: $stderr"
+	kill -CONT "$ZPARENT"
+	run -0 wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+}

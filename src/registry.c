@@ -150,10 +150,10 @@ int registry_open(struct registry *reg, const struct registry_config *cfg,
 	}
 	if (strcmp(backend, "etcd") == 0) {
 		memset(reg, 0, sizeof(*reg));
-		if (cfg->shared)
-			return wsl_error_set(err, WSL_USAGE,
-					     "--shared is not available with the etcd backend yet (shared locks are kept by the local registry only); use --backend local, or an exclusive lock");
-		return etcd_registry_open(reg, cfg, err);
+		if (etcd_registry_open(reg, cfg, err) != 0)
+			return -1;
+		reg->acquire_shared = cfg->shared;
+		return 0;
 	}
 	return wsl_error_set(err, WSL_USAGE, "unknown backend '%s' (local or etcd)", backend);
 }

@@ -55,8 +55,7 @@ struct registry_config {
 					 * created */
 	bool shared;			/* acquire/run --shared: the next acquire
 					 * takes a shared lock (DESIGN.md section
-					 * 2); the etcd backend refuses it at open
-					 * (WSL_USAGE) */
+					 * 2; one workspace: registry_multi_check) */
 };
 
 /* An open registry: the backend's operations and its private state, plus

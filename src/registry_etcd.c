@@ -37,6 +37,11 @@
  *   P "queue" W "//" L  a waiter for W: the owner document it will write,
  *                    bound to its own lease L (16 hex digits); see
  *                    registry_etcd_queue.c.
+ *   P "queue+" W "//" L  a waiter for a shared lock of W (same shape).
+ *   P "holder/" K W "//" T  K in lock, lease, live, retained: the keys of
+ *                    reader T of a shared lock of W, whose P "lock" W is
+ *                    then a marker, not an owner document; see
+ *                    registry_etcd_shared.c.
  *   P "journal/" T   one audit line per takeover; T is the time in
  *                    microseconds, zero-padded, and random hex: sortable and
  *                    unique.
@@ -278,6 +283,15 @@ int check_own(struct etcd_state *s, const struct owner *o,
 		free(mine);
 		wsl_error_clear(&rerr);
 		return 0;
+	}
+	if (e.shared && lock_entry_by_token(&e, o->token) != NULL) {
+		/* a reader's: its own document and live key */
+		struct lock_entry *h = (struct lock_entry *)lock_entry_by_token(&e, o->token);
+		struct lock_entry keep = *h;
+
+		memset(h, 0, sizeof(*h));
+		lock_entry_free(&e);
+		e = keep;
 	}
 	if (!same_bytes(e.raw, e.raw_len, mine, len))
 		rc = wsl_error_set(err, WSL_OWNERSHIP_LOST,

@@ -2,7 +2,8 @@
  * functions its files share (registry_etcd.c: keys, documents, waiting,
  * keepalive, open and close, with the key layout and the invariants atop
  * it; registry_etcd_read.c: reading locks; registry_etcd_write.c: acquire,
- * release, retain, take-over). Nothing else includes it: the rest of
+ * release, retain, take-over); registry_etcd_shared.c and
+ * registry_etcd_shared_leave.c: shared locks). Nothing else includes it: the rest of
  * wslock sees the backend through etcd_registry_open (registry_backend.h).
  *
  * Every function that can fail returns -1 with err filled, as the registry
@@ -60,6 +61,10 @@ struct etcd_state {
 	long long last_rev;		/* header revision of the last read */
 	/* waiting (registry_etcd_queue.c) */
 	const struct owner *want;	/* the owner of the acquire in progress */
+	bool want_shared;		/* it is a shared one (--shared): its queue
+					 * key is P "queue+" (registry_etcd_queue.c) */
+	bool held_shared;		/* the lock this process acquired is one
+					 * reader's (registry_etcd_shared.c) */
 	bool queued;			/* queue_key is ours, on queue_lease */
 	long long queue_lease;
 	struct key queue_key;
@@ -138,6 +143,13 @@ int check_own(struct etcd_state *s, const struct owner *o,
 
 /* ---- registry_etcd_read.c ---- */
 
+/* Fills e (and *m) for workspace path from its keys kv[K_*] (NULL:
+ * absent); a shared lock's marker gives e->shared with no holders yet
+ * (shared_load reads them). */
+int fill_entry(const char *path, const struct etcd_kv *const kv[KINDS],
+	       bool probe, struct lock_entry *e, struct kv_meta *m,
+	       struct wsl_error *err);
+
 /* Reads path's lock into *e (and *m); with probe, its liveness too. */
 int read_entry(struct etcd_state *s, const char *path, bool probe,
 	       struct lock_entry *e, struct kv_meta *m, struct wsl_error *err);
@@ -184,6 +196,75 @@ int etcd_take_over(struct registry *reg, const char *workspace,
 		   const struct registry_expect *x, const struct owner *next,
 		   int *live_fd, struct lock_entry *prior,
 		   struct wsl_error *err);
+
+/* Whether a transport error left the outcome of a write unknown. */
+bool outcome_unknown(const struct wsl_error *err);
+/* Records the lease as bound to o's lock (s->lease_token, lease_ws). */
+void lease_bind(struct registry *reg, const struct owner *o);
+/* Forgets the lease bound to token's lock; with revoke, revokes it. */
+void lease_drop(struct etcd_state *s, const char *token, bool revoke);
+/* Remembers the lock just acquired: o's bytes value (len bytes) and the
+ * create revision of its key, so that its release needs no read. */
+void held_note(struct etcd_state *s, const struct owner *o,
+	       const char *value, size_t len, long long create);
+/* The two operations that give o's lock its liveness keys lease_k and
+ * live_k (keeper) or delete them (no keeper), into ops[0..2); *doc: the
+ * lease key's value, to free. */
+int liveness_ops(struct etcd_state *s, const struct owner *o, bool keeper,
+		 const struct key *lease_k, const struct key *live_k,
+		 struct etcd_op ops[2], char **doc, struct wsl_error *err);
+/* The compares "no lock overlaps ws" (CREATE == 0 on self, every proper
+ * ancestor's lock key, then the range below ws ending at dend, a buffer
+ * of KEY_MAX bytes) into cmp[] with their keys in keys[] (depth + 2
+ * each); returns their number, or -1 with err. */
+int lock_compares(struct etcd_state *s, const char *ws, const struct key *self,
+		  struct etcd_compare *cmp, struct key *keys, char *dend,
+		  struct wsl_error *err);
+/* The compare-and-swap guard of a lock read as e/m into cmp[0..2): VALUE
+ * equal to e's bytes and CREATE equal to m's create revision. */
+void guard(struct etcd_compare cmp[2], const struct key *k,
+	   const struct lock_entry *e, const struct kv_meta *m);
+/* The journal line of a take-over (journal_format's, '\n' terminated),
+ * *len bytes, malloc'd; NULL when it cannot be formatted. */
+char *journal_line(const char *action, const char *workspace,
+		   const struct registry_expect *x, const struct lock_entry *e,
+		   const struct owner *next, size_t *len);
+
+/* ---- registry_etcd_shared.c: shared locks (the layout atop it); the
+ * release, retain and take-over of a reader in registry_etcd_shared_leave.c */
+
+/* Whether the n bytes at v are a shared lock's marker (the value of its
+ * P "lock" W key). */
+bool shared_marker(const char *v, size_t n);
+/* Reads the holders of the shared lock of path into e (fill_entry set
+ * e->shared): e becomes its representative holder (lockrules_representative)
+ * with every holder in e->holders; LOCK_FREE when its marker went
+ * meanwhile, LOCK_CORRUPT when it has no holder. */
+int shared_load(struct etcd_state *s, const char *path, bool probe,
+		struct lock_entry *e, struct wsl_error *err);
+/* P "holder/" kind W "//" token into k (kind: a K_* index). */
+int holder_key(const struct etcd_state *s, int kind, const char *ws,
+	       const char *token, struct key *k, struct wsl_error *err);
+/* registry_ops.try_acquire for reg->acquire_shared. */
+int etcd_shared_acquire(struct registry *reg, const struct owner *o,
+			const struct registry_deadline *dl, int *live_fd,
+			struct lock_entry *conflict, struct wsl_error *err);
+/* One reader of workspace leaves: the holder with token of the shared
+ * lock e as read (NULL: the one this process acquired, s->held_*). The
+ * last one takes the marker with it. Errors as registry_release. */
+int etcd_shared_release(struct registry *reg, const char *workspace,
+			const char *token, const struct lock_entry *e,
+			struct owner *released, struct wsl_error *err);
+/* registry_ops.retain of the reader with token of the shared lock e. */
+int etcd_shared_retain(struct registry *reg, const char *workspace,
+		       const char *token, const struct lock_entry *e,
+		       const char *json, struct wsl_error *err);
+/* registry_ops.take_over of the reader x names, of the shared lock read
+ * into *prior (probed); *prior becomes that reader's entry. */
+int etcd_shared_take_over(struct registry *reg, const char *workspace,
+			  const struct registry_expect *x, const struct owner *next,
+			  int *live_fd, struct lock_entry *prior,
+			  struct wsl_error *err);
 
 /* ---- registry_etcd_queue.c: FIFO waiting (the design atop it) ---- */
 

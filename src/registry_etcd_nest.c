@@ -123,7 +123,7 @@ static int nest_shared(struct etcd_state *s, const char *workspace, const char *
 		fsx_close(own);
 		return -1;
 	}
-	ours = e.has_owner && strcmp(e.owner.token, token) == 0;
+	ours = lock_entry_by_token(&e, token) != NULL;	/* a reader's too */
 	lock_entry_free(&e);
 	if (!ours) {
 		fsx_close(own);

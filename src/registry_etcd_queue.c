@@ -5,6 +5,13 @@
  *
  *   P "queue" W "//" LEASE      (LEASE: its lease id, 16 hex digits)
  *
+ * or, waiting for a shared lock (--shared), P "queue+" W "//" LEASE: a
+ * reader waits only for the exclusive waiters ahead of it, a writer for
+ * every waiter ahead (both kinds are read in one range: "queue+/" sorts
+ * just before "queue/"), so readers arriving after a waiting writer queue
+ * behind it and a writer is not starved. A binary from before shared
+ * locks does not see "queue+" keys (order only: the lock keys decide).
+ *
  * holding the owner document it will write, bound to its own lease (the
  * lease it will hold the lock on; `acquire` has one just for waiting). The
  * lease is renewed while it waits, so a wait may last longer than the TTL;
@@ -54,17 +61,24 @@
 #define SEP_LEN 2
 #define TXN_COMPARE_MAX 128	/* etcd's default --max-txn-ops */
 
-/* P "queue" path into k. */
-static int queue_key(const struct etcd_state *s, const char *path, const char *tail,
-		     struct key *k, struct wsl_error *err)
+/* P "queue" path into k (shared: P "queue+", a shared waiter's). */
+static int queue_key_of(const struct etcd_state *s, bool shared, const char *path,
+			const char *tail, struct key *k, struct wsl_error *err)
 {
-	int n = snprintf(k->b, sizeof(k->b), "%squeue%s%s", s->prefix, path, tail);
+	int n = snprintf(k->b, sizeof(k->b), "%squeue%s%s%s", s->prefix, shared ? "+" : "",
+			 path, tail);
 
 	if (n < 0 || (size_t)n >= sizeof(k->b))
 		return wsl_error_set(err, WSL_UNSAFE_PATH,
 				     "etcd queue key for %s is too long", path);
 	k->len = (size_t)n;
 	return 0;
+}
+
+static int queue_key(const struct etcd_state *s, const char *path, const char *tail,
+		     struct key *k, struct wsl_error *err)
+{
+	return queue_key_of(s, false, path, tail, k, err);
 }
 
 /* Whether canonical paths a (alen bytes) and b overlap: the same, or one
@@ -87,6 +101,8 @@ static bool queue_path(const struct etcd_state *s, const struct etcd_kv *kv,
 {
 	size_t head = s->prefix_len + 5;	/* "queue" */
 
+	if (kv->key_len > head && kv->key[head] == '+')
+		head++;			/* "queue+": a shared waiter */
 	if (kv->key_len < head + 1 + SEP_LEN + LEASE_HEX ||
 	    memcmp(kv->key + kv->key_len - LEASE_HEX - SEP_LEN, SEP, SEP_LEN) != 0)
 		return false;
@@ -99,8 +115,24 @@ size_t queue_compares_room(const char *ws)
 {
 	size_t d = depth_of(ws);
 
-	/* the lock's d + 1 compares, then the queue's */
-	return 2 * d + 1 <= TXN_COMPARE_MAX ? d : 1;
+	/* the lock's d + 1 compares, then the queue's: d for the exclusive
+	 * waiters, d for the shared ones (a writer waits for both) */
+	return 3 * d + 1 <= TXN_COMPARE_MAX ? 2 * d : 2;
+}
+
+/* Into k: the start of the range of the exclusive waiters (P "queue/"),
+ * with both the shared ones (P "queue+/", which sorts just before it),
+ * and its end into end. */
+static int queue_all(const struct etcd_state *s, bool both, struct key *k,
+		     char end[KEY_MAX], size_t *end_len, struct wsl_error *err)
+{
+	struct key ex;
+
+	if (queue_key(s, "/", "", &ex, err) != 0 ||
+	    queue_key_of(s, both, "/", "", k, err) != 0)
+		return -1;
+	*end_len = etcd_prefix_end(ex.b, ex.len, end);
+	return 0;
 }
 
 int queue_compares(const struct etcd_state *s, const char *ws,
@@ -111,19 +143,31 @@ int queue_compares(const struct etcd_state *s, const char *ws,
 	char *slash;
 	size_t i = 0;
 
-	if (queue_compares_room(ws) == 1) {
-		if (queue_key(s, "/", "", &keys[0], err) != 0)
+	bool shared = s->want_shared;
+
+	/* A reader waits for exclusive waiters only; a writer for both
+	 * kinds (P "queue" and P "queue+"). */
+	if (queue_compares_room(ws) == 2) {
+		size_t el;
+		if (queue_all(s, !shared, &keys[0], ends[0].b, &el, err) != 0)
 			return -1;
+		ends[0].len = el;
 		i = 1;
 	} else {
-		if (queue_key(s, ws, "/", &keys[i++], err) != 0)
-			return -1;
-		snprintf(buf, sizeof(buf), "%s", ws);
-		while ((slash = strrchr(buf, '/')) != NULL && slash != buf) {
-			*slash = '\0';
-			if (queue_key(s, buf, SEP, &keys[i++], err) != 0)
+		for (int pass = 0; pass < (shared ? 1 : 2); pass++) {
+			bool kind = pass == 1;
+
+			if (queue_key_of(s, kind, ws, "/", &keys[i++], err) != 0)
 				return -1;
+			snprintf(buf, sizeof(buf), "%s", ws);
+			while ((slash = strrchr(buf, '/')) != NULL && slash != buf) {
+				*slash = '\0';
+				if (queue_key_of(s, kind, buf, SEP, &keys[i++], err) != 0)
+					return -1;
+			}
 		}
+		for (size_t j = 0; j < i; j++)
+			ends[j].len = etcd_prefix_end(keys[j].b, keys[j].len, ends[j].b);
 	}
 	for (*n = 0; *n < i; (*n)++) {
 		memset(&cmp[*n], 0, sizeof(cmp[*n]));
@@ -131,7 +175,6 @@ int queue_compares(const struct etcd_state *s, const char *ws,
 		cmp[*n].cmp = ETCD_CMP_EQUAL;
 		cmp[*n].key = keys[*n].b;
 		cmp[*n].key_len = keys[*n].len;
-		ends[*n].len = etcd_prefix_end(keys[*n].b, keys[*n].len, ends[*n].b);
 		cmp[*n].range_end = ends[*n].b;
 		cmp[*n].range_end_len = ends[*n].len;
 	}
@@ -146,7 +189,7 @@ int queue_put_op(struct etcd_state *s, const struct owner *o, struct etcd_op *op
 
 	*value = NULL;
 	snprintf(tail, sizeof(tail), SEP "%016llx", (unsigned long long)s->lease);
-	if (queue_key(s, o->workspace_root, tail, &s->queue_key, err) != 0)
+	if (queue_key_of(s, s->want_shared, o->workspace_root, tail, &s->queue_key, err) != 0)
 		return -1;
 	*value = owner_bytes(o, &len);
 	if (*value == NULL)
@@ -238,6 +281,9 @@ static const struct etcd_kv *nearest_ahead(const struct etcd_state *s, const str
 		    kvs[i].key_len > sizeof(s->stale_key.b) ||
 		    same_bytes(kvs[i].key, kvs[i].key_len, s->stale_key.b, s->stale_key.len) ||
 		    !queue_path(s, &kvs[i], &p, &plen) ||
+		    /* a reader waits for exclusive waiters only */
+		    (s->want_shared && kvs[i].key_len > s->prefix_len + 5 &&
+		     kvs[i].key[s->prefix_len + 5] == '+') ||
 		    !paths_overlap(p, plen, ws) ||
 		    (best != NULL && kvs[i].create_revision <= best->create_revision))
 			continue;
@@ -279,9 +325,8 @@ int queue_ahead(struct etcd_state *s, const struct owner *o, struct lock_entry *
 
 	memset(ahead, 0, sizeof(*ahead));
 	ahead->state = LOCK_FREE;
-	if (queue_key(s, "/", "", &k, err) != 0)
+	if (queue_all(s, true, &k, end, &end_len, err) != 0)
 		return -1;
-	end_len = etcd_prefix_end(k.b, k.len, end);
 	for (tries = 0; tries < 3; tries++) {
 		struct etcd_kv *kvs = NULL, *own = NULL;
 		const struct etcd_kv *best;

@@ -54,9 +54,7 @@ static void probe_lease(struct lock_entry *e, const struct etcd_kv *lease_kv,
 	}
 }
 
-/* Fills e (and *m) for workspace path from its keys kv[K_*] (NULL:
- * absent). */
-static int fill_entry(const char *path, const struct etcd_kv *const kv[KINDS],
+int fill_entry(const char *path, const struct etcd_kv *const kv[KINDS],
 		      bool probe, struct lock_entry *e, struct kv_meta *m,
 		      struct wsl_error *err)
 {
@@ -90,6 +88,11 @@ static int fill_entry(const char *path, const struct etcd_kv *const kv[KINDS],
 		return 0;
 	}
 	snprintf(e->workspace_root, sizeof(e->workspace_root), "%s", path);
+	if (shared_marker(e->raw, e->raw_len)) {
+		e->shared = true;	/* its holders: shared_load */
+		e->state = LOCK_HELD;
+		return 0;
+	}
 	if (e->raw_len > OWNER_DOC_MAX) {
 		e->state = LOCK_CORRUPT;
 		snprintf(e->problem, sizeof(e->problem),
@@ -192,6 +195,8 @@ static int read_entries(struct etcd_state *s, const char *const *paths, size_t n
 				kv[k] = r->n_kvs > 0 ? &r->kvs[0] : NULL;
 			}
 			rc = fill_entry(paths[i + j], kv, probe, &e[i + j], &m[i + j], err);
+			if (rc == 0 && e[i + j].shared)
+				rc = shared_load(s, paths[i + j], probe, &e[i + j], err);
 		}
 		etcd_txn_result_free(&res);
 	}
@@ -285,6 +290,8 @@ static int read_below(struct etcd_state *s, const char *under, bool probe,
 		for (j = 1; j < KINDS; j++)
 			kv[j] = match_path(&res.ops[j], plen[j], path, n, &at[j]);
 		rc = fill_entry(path, kv, probe, &e, &m, err);
+		if (rc == 0 && e.shared)
+			rc = shared_load(s, path, probe, &e, err);
 		if (rc == 0)
 			rc = fn(&e, arg);
 		lock_entry_free(&e);

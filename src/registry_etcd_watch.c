@@ -109,8 +109,11 @@ int etcd_watch_own(struct registry *reg, const struct owner *o, int *fd,
 	w->o = o;
 	w->rev = reg->fence > 0 ? reg->fence : s->last_rev;
 	w->slice_ms = s->ttl_s * 1000 / 3 > 1000 ? (long)(s->ttl_s * 1000 / 3) : 1000;
-	if (key_make(s, "lock", o->workspace_root, &w->lock_k, err) != 0 ||
-	    key_make(s, "live", o->workspace_root, &w->live_k, err) != 0 ||
+	if ((s->held_shared ?	/* a reader's own keys (registry_etcd_shared.c) */
+	     holder_key(s, K_LOCK, o->workspace_root, o->token, &w->lock_k, err) != 0 ||
+	     holder_key(s, K_LIVE, o->workspace_root, o->token, &w->live_k, err) != 0 :
+	     key_make(s, "lock", o->workspace_root, &w->lock_k, err) != 0 ||
+	     key_make(s, "live", o->workspace_root, &w->live_k, err) != 0) ||
 	    client_new(s, &w->s.c, err) != 0) {
 		free(w);
 		return -1;

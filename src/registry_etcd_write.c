@@ -22,7 +22,7 @@
 
 /* ---- acquire ---------------------------------------------------------- */
 
-static bool outcome_unknown(const struct wsl_error *err)
+bool outcome_unknown(const struct wsl_error *err)
 {
 	return err->code == WSL_BACKEND_UNAVAILABLE && err->outcome_unknown;
 }
@@ -52,7 +52,7 @@ int lease_ready(struct etcd_state *s, struct wsl_error *err)
 	return 0;
 }
 
-static void lease_bind(struct registry *reg, const struct owner *o)
+void lease_bind(struct registry *reg, const struct owner *o)
 {
 	struct etcd_state *s = state(reg);
 
@@ -67,7 +67,7 @@ static void lease_bind(struct registry *reg, const struct owner *o)
  * revoke: its transaction deleted the live key, so nothing is bound to the
  * lease any more, and it is left to expire at the server (TTL +
  * lock-delay) rather than cost every release a request. */
-static void lease_drop(struct etcd_state *s, const char *token, bool revoke)
+void lease_drop(struct etcd_state *s, const char *token, bool revoke)
 {
 	struct wsl_error ignore = { 0 };
 
@@ -83,7 +83,7 @@ static void lease_drop(struct etcd_state *s, const char *token, bool revoke)
 
 /* Remembers the lock just acquired (o's bytes value, create revision
  * create), so that its release needs no read first. */
-static void held_note(struct etcd_state *s, const struct owner *o,
+void held_note(struct etcd_state *s, const struct owner *o,
 		      const char *value, size_t len, long long create)
 {
 	free(s->held_value);
@@ -103,7 +103,7 @@ void held_forget(struct etcd_state *s)
 /* The operations that give o's lock its liveness keys (keeper: the lease
  * key and the live key on the lease) or remove any (no keeper), into
  * ops[0..2); *doc is the lease key's value to free. */
-static int liveness_ops(struct etcd_state *s, const struct owner *o, bool keeper,
+int liveness_ops(struct etcd_state *s, const struct owner *o, bool keeper,
 			const struct key *lease_k, const struct key *live_k,
 			struct etcd_op ops[2], char **doc, struct wsl_error *err)
 {
@@ -161,7 +161,7 @@ static int find_conflict(struct registry *reg, const struct owner *o,
 /* The compares "no lock overlaps ws" into cmp[0..): ws itself, every
  * proper ancestor ("/" excluded: it is never a workspace), then
  * everything below it ([keys[nc]], dend); returns their number or -1. */
-static int lock_compares(struct etcd_state *s, const char *ws, const struct key *self,
+int lock_compares(struct etcd_state *s, const char *ws, const struct key *self,
 			 struct etcd_compare *cmp, struct key *keys, char *dend,
 			 struct wsl_error *err)
 {
@@ -213,6 +213,9 @@ int etcd_try_acquire(struct registry *reg, const struct owner *o,
 	char *value = NULL, *doc = NULL, *join_value = NULL;
 	int attempt, nc, rc = -1;
 
+	if (reg->acquire_shared)
+		return etcd_shared_acquire(reg, o, dl, live_fd, conflict, err);
+	s->want_shared = false;
 	memset(conflict, 0, sizeof(*conflict));
 	conflict->state = LOCK_FREE;
 	etcd_bound_requests(reg, dl);
@@ -420,7 +423,7 @@ out:
 /* ---- release, retain -------------------------------------------------- */
 
 /* The compare-and-swap guard of a lock read as e/m. */
-static void guard(struct etcd_compare cmp[2], const struct key *k,
+void guard(struct etcd_compare cmp[2], const struct key *k,
 		  const struct lock_entry *e, const struct kv_meta *m)
 {
 	memset(cmp, 0, 2 * sizeof(*cmp));
@@ -465,6 +468,8 @@ int etcd_release(struct registry *reg, const char *workspace,
 	t.n_compare = 2;
 	t.success = ops;
 	t.n_success = KINDS;
+	if (s->held_shared && s->held_value != NULL && strcmp(s->held_token, token) == 0)
+		return etcd_shared_release(reg, workspace, token, NULL, released, err);
 	if (released == NULL && s->held_value != NULL && strcmp(s->held_token, token) == 0) {
 		/* Our own lock, as we wrote it: the compare-and-swap needs no
 		 * read first. A compare that fails goes the long way. */
@@ -491,6 +496,10 @@ int etcd_release(struct registry *reg, const char *workspace,
 
 		if (read_entry(s, workspace, false, &e, &m, err) != 0)
 			return -1;
+		if (e.shared) {	/* one reader leaves (registry_etcd_shared.c) */
+			rc = etcd_shared_release(reg, workspace, token, &e, released, err);
+			goto out;
+		}
 		if (lockrules_check_release(workspace, token, &e, err) != 0)
 			goto out;
 		guard(cmp, &k[K_LOCK], &e, &m);
@@ -563,6 +572,10 @@ int etcd_retain(struct registry *reg, const char *workspace,
 		return -1;
 	if (read_entry(s, workspace, false, &e, &m, err) != 0)
 		return -1;
+	if (e.shared) {
+		rc = etcd_shared_retain(reg, workspace, token, &e, json, err);
+		goto out;
+	}
 	if (lockrules_check_retain(workspace, token, &e, err) != 0)
 		goto out;
 	/* The lock key is put again without a lease: a retained lock stays
@@ -617,7 +630,7 @@ out:
 
 /* One journal line as journal.c writes it (journal.h has no function that
  * returns the line): the same JSON object, '\n' terminated. */
-static char *journal_line(const char *action, const char *workspace,
+char *journal_line(const char *action, const char *workspace,
 			  const struct registry_expect *x,
 			  const struct lock_entry *e, const struct owner *next,
 			  size_t *len)
@@ -666,6 +679,8 @@ int etcd_take_over(struct registry *reg, const char *workspace,
 		return -1;
 	if (read_entry(s, workspace, true, prior, &m, err) != 0)
 		return -1;
+	if (prior->shared)
+		return etcd_shared_take_over(reg, workspace, x, next, live_fd, prior, err);
 	if (prior->state == LOCK_CORRUPT)
 		snprintf(prior->workspace_root, sizeof(prior->workspace_root), "%s", workspace);
 	if (lockrules_check_take_over(workspace, x, prior, err) != 0)

@@ -4,7 +4,8 @@
 # (the FIFO queue), overlap with exclusive locks both ways, a killed
 # reader (other readers go on, a writer needs recovery, reclaim and
 # recover act on that reader's exact document), release of one reader,
-# nesting under a reader, the registry layout, and the etcd refusal.
+# nesting under a reader, the registry layout, and the etcd refusal of
+# several shared workspaces at once.
 #
 # Readers and writers leave markers in $BATS_TEST_TMPDIR/m while inside:
 # in.N (reader N entered, kept), inside.N (reader N inside now),
@@ -305,12 +306,13 @@ entered() {
 	[ "$status" = 65 ]
 }
 
-@test "--shared is a usage error with the etcd backend, and where it means nothing" {
-	mkws a
-	run wsl --backend etcd --etcd-endpoints http://127.0.0.1:9 run --shared "$(W a)" -- true
+@test "--shared of several workspaces is a usage error with the etcd backend, and --shared where it means nothing" {
+	mkws a b
+	# (one workspace works on etcd: etcd_shared.bats)
+	run wsl --backend etcd --etcd-endpoints http://127.0.0.1:9 run --shared "$(W a)" "$(W b)" -- true
 	[ "$status" = 64 ]
-	[[ "$output" == *"--shared is not available with the etcd backend"* ]]
-	run --separate-stderr wsl --backend etcd --etcd-endpoints http://127.0.0.1:9 acquire --shared "$(W a)"
+	[[ "$output" == *"--shared with several workspaces at once is not supported by the etcd backend"* ]]
+	run --separate-stderr wsl --backend etcd --etcd-endpoints http://127.0.0.1:9 acquire --shared "$(W a)" "$(W b)"
 	[ "$status" = 64 ]
 	jq_ok '.error.code == "WSLOCK_USAGE"'
 	for cmd in release inspect recover reclaim; do

@@ -19,11 +19,21 @@ struct watch {
 	bool created;
 	bool changed;
 	bool failed;
-	long long check_after;	/* > 0: stop when created past this revision */
-	bool check;		/* it was: the caller reads the key */
+	/* > 0: when the watch is created past this revision, the key is read
+	 * (on the client's other handle, the stream staying open) to cover
+	 * the gap; read_failed: that read failed, its error is in read_err */
+	long long check_after;
+	struct etcd_client *c;
+	const char *key;
+	size_t key_len;
+	bool read_failed;
+	struct wsl_error *read_err;
 	enum wsl_code code;
 	char message[512];
 };
+
+static int key_changed(struct etcd_client *c, const char *key, size_t key_len,
+		       long long *after, struct wsl_error *err);
 
 /* ---- watch ----------------------------------------------------------- */
 
@@ -72,11 +82,21 @@ static void watch_line(struct watch *w, const char *line, size_t len)
 
 		w->created = true;
 		/* Created at a revision past the one the caller knows the key
-		 * at: a change in between would not be reported. */
+		 * at: a change in between would not be reported. A read of
+		 * the key, at a revision at least the watch's, covers the
+		 * gap; the watch covers what comes after it, so the stream
+		 * stays open (a new one is a new connection, and would be
+		 * created past a busy store's revision again). */
 		if (w->check_after > 0 &&
 		    (!json_is_object(h) || get_int64(h, "revision", &rev) < 0 ||
-		     rev > w->check_after))
-			w->check = true;
+		     rev > w->check_after)) {
+			int rc = key_changed(w->c, w->key, w->key_len, &w->check_after,
+					     w->read_err);
+			if (rc < 0)
+				w->read_failed = true;
+			else if (rc > 0)
+				w->changed = true;
+		}
 	}
 	if (json_array_size(events) > 0 || (canceled && compact > 0)) {
 		w->changed = true;
@@ -100,13 +120,13 @@ static size_t write_watch(char *data, size_t size, size_t nmemb, void *arg)
 
 	if (body_add(&w->buf, data, n) < 0)
 		return 0;
-	while (!w->changed && !w->failed && !w->check &&
+	while (!w->changed && !w->failed && !w->read_failed &&
 	       (nl = memchr(w->buf.data, '\n', w->buf.len)) != NULL) {
 		watch_line(w, w->buf.data, (size_t)(nl - w->buf.data));
 		w->buf.len -= (size_t)(nl + 1 - w->buf.data);
 		memmove(w->buf.data, nl + 1, w->buf.len + 1);
 	}
-	return w->changed || w->failed || w->check ? 0 : n;
+	return w->changed || w->failed || w->read_failed ? 0 : n;
 }
 
 static json_t *watch_request(const struct etcd_watch_range *r,
@@ -152,9 +172,9 @@ static char *watch_body(const struct etcd_watch_range *r, size_t n,
 	return b.data;
 }
 
-/* etcd_wait_changes, and with check_after > 0 (then after_revision is 0:
- * changes from the watch's creation on) 2 as soon as the watch was created
- * at a revision past check_after. */
+/* etcd_wait_changes; with check_after > 0 (then after_revision is 0:
+ * changes from the watch's creation on, and n is 1, a single key) a watch
+ * created past check_after also reads the key (see watch_line). */
 static int watch_stream(struct etcd_client *c, const struct etcd_watch_range *r,
 			size_t n, long long after_revision, long timeout_ms,
 			bool progress, long long check_after, struct wsl_error *err)
@@ -188,24 +208,36 @@ static int watch_stream(struct etcd_client *c, const struct etcd_watch_range *r,
 		}
 		memset(&w, 0, sizeof(w));
 		w.check_after = check_after;
+		w.c = c;
+		w.key = r[0].key;
+		w.key_len = r[0].key_len;
+		w.read_err = err;
 		snprintf(url, sizeof(url), "%s/v3/watch", c->urls[idx]);
-		/* prepare sets up c->curl: the watch handle for this transfer */
+		/* prepare sets up c->curl: the watch handle for this transfer;
+		 * then c->curl is the requests' handle again, for the read
+		 * that watch_line may make while the stream is open (libcurl
+		 * allows a transfer on another handle from a callback) */
 		main = c->curl;
 		c->curl = c->watch_curl;
 		prepare(c, url, c->watch_headers, text, strlen(text), (long)left,
 			left < c->timeout_ms ? (long)left : c->timeout_ms,
 			write_watch, &w);
-		rc = curl_easy_perform(c->curl);
 		c->curl = main;
+		rc = curl_easy_perform(c->watch_curl);
+		if (w.read_failed) {
+			free(w.buf.data);
+			free(text);
+			return -1;
+		}
 		/* the gateway ends a stream with an error object that has no
 		 * newline after it */
 		if (!w.changed && !w.failed && w.buf.len > 0)
 			watch_line(&w, w.buf.data, w.buf.len);
 		free(w.buf.data);
-		if (w.changed || w.check) {
+		if (w.changed) {
 			c->current = idx;
 			free(text);
-			return w.changed ? 1 : 2;
+			return 1;
 		}
 		if (w.buf.no_memory) {
 			free(text);
@@ -251,7 +283,9 @@ int etcd_wait_changes(struct etcd_client *c, const struct etcd_watch_range *r,
 
 /* 1 when key changed after revision *after, as far as a read can tell
  * (it is gone, or its mod revision is later), else 0 with *after moved
- * to the read's revision; -1 when it cannot be read. */
+ * to the read's revision; -1 when it cannot be read. Called from the
+ * watch stream's callback (watch_line): it uses c->curl, never the
+ * watch's handle. */
 static int key_changed(struct etcd_client *c, const char *key, size_t key_len,
 		       long long *after, struct wsl_error *err)
 {
@@ -275,9 +309,9 @@ static int key_changed(struct etcd_client *c, const char *key, size_t key_len,
  * after a waiter started watching reached it 50 ms late on average. One
  * key (a waiter's: the waiter ahead, or the holder) is therefore watched
  * from the watch's creation on, and when that was past after_revision, a
- * read of the key covers the gap: changed, or the watch is made anew from
- * the read's revision. A busy store may move on every time: after a few
- * tries, the watch goes from after_revision, as a range watch does.
+ * read of the key, made while the stream stays open, covers the gap
+ * (watch_line): one stream, one connection per wait slice, however busy
+ * the store. A range is watched from after_revision.
  */
 int etcd_wait_change(struct etcd_client *c, const char *key, size_t key_len,
 		     const char *range_end, size_t range_end_len,
@@ -285,24 +319,10 @@ int etcd_wait_change(struct etcd_client *c, const char *key, size_t key_len,
 		     struct wsl_error *err)
 {
 	struct etcd_watch_range r = { key, key_len, range_end, range_end_len };
-	long long deadline = platform_mono_ms() + timeout_ms, left;
-	int tries, rc;
 
 	if (timeout_ms <= 0 || after_revision < 0 || after_revision == LLONG_MAX)
 		return wsl_error_set(err, WSL_INTERNAL, "bad etcd watch timeout or revision");
-	for (tries = 0; range_end == NULL && after_revision > 0 && tries < 3; tries++) {
-		left = deadline - platform_mono_ms();
-		if (left <= 0)
-			return 0;
-		rc = watch_stream(c, &r, 1, 0, (long)left, false, after_revision, err);
-		if (rc != 2)
-			return rc;
-		rc = key_changed(c, key, key_len, &after_revision, err);
-		if (rc != 0)
-			return rc;
-	}
-	left = deadline - platform_mono_ms();
-	if (left <= 0)
-		return 0;
-	return watch_stream(c, &r, 1, after_revision, (long)left, false, 0, err);
+	if (range_end == NULL && after_revision > 0)
+		return watch_stream(c, &r, 1, 0, timeout_ms, false, after_revision, err);
+	return watch_stream(c, &r, 1, after_revision, timeout_ms, false, 0, err);
 }

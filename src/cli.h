@@ -157,7 +157,7 @@ enum {
 /* --kill-after, for the commands that run a command under a lease. */
 #define CLI_KILL_AFTER_OPTION \
 	{ "kill-after", OPT_KILL_AFTER, required_argument, "SECONDS", \
-	  "etcd: if the lease is lost, SIGKILL the command this long after SIGTERM (default 10)" }
+	  "etcd: if the lease cannot be renewed in time, SIGKILL the command this long after SIGTERM (default 10; a lock found lost: SIGKILL at once)" }
 
 /* A duration option's value in ms (cli_parse_seconds), or -1 with a usage
  * err naming the option. */

@@ -10,9 +10,11 @@
  * the command ends, and leaves the lock (dead once the lease runs out).
  *
  * Who stops the command:
- *  - the keeper, when a renewal says the lease is gone or the lock's keys
- *    changed (at once), or when no renewal succeeded in time (SIGTERM at
- *    deadline - kill-after, SIGKILL at the deadline);
+ *  - the keeper, when the watch or a renewal says the lease is gone or the
+ *    lock's keys changed (SIGKILL at once: the lock is lost already, a
+ *    grace period would be time with two holders), or when no renewal
+ *    succeeded in time (SIGTERM at deadline - kill-after, SIGKILL at the
+ *    deadline, all before the lease can end at the server);
  *  - wslock, when the keeper's reports stop (the keeper is stopped or
  *    stuck) past the same times, or the keeper died: it kills the keeper
  *    first, so a resumed keeper cannot renew a lease for a stopped
@@ -179,16 +181,26 @@ struct keep {
 	bool cmd_done, w_gone, lost;
 };
 
-static void keep_lose(struct keep *k, const char *why, long long now)
+/* Stops the command: lost says the lock is gone already (its key deleted
+ * or changed, its lease revoked or expired at the server: someone else may
+ * hold it now), so SIGKILL at once, with no grace; otherwise the deadline
+ * is near but the lease still holds at the server: SIGTERM, and SIGKILL
+ * after kill-after (at the latest at the deadline). */
+static void keep_lose(struct keep *k, const char *why, long long now, bool lost)
 {
 	struct keeper_msg m = { 0 };
 
 	k->lost = true;
-	signal_tree(getpid(), 0, SIGTERM);
-	signal_tree(getpid(), 0, SIGCONT);
-	k->kill_at = now + k->kill_after_ms;
-	if (k->kill_at > k->deadline)
-		k->kill_at = k->deadline;
+	if (lost) {
+		signal_tree(getpid(), 0, SIGKILL);
+		k->kill_at = now;	/* and again at once, for one that forked meanwhile */
+	} else {
+		signal_tree(getpid(), 0, SIGTERM);
+		signal_tree(getpid(), 0, SIGCONT);
+		k->kill_at = now + k->kill_after_ms;
+		if (k->kill_at > k->deadline)
+			k->kill_at = k->deadline;
+	}
 	m.type = MSG_LOST;
 	snprintf(m.text, sizeof(m.text), "%s", why);
 	send_msg(k->rep, &m);
@@ -219,10 +231,10 @@ static void keep_renew(struct keep *k)
 		/* The command has ended: wslock is releasing; nothing to stop. */
 		k->renew_at = now + RETRY_MS;
 	} else if (kerr.code == WSL_OWNERSHIP_LOST) {
-		keep_lose(k, kerr.message, now);
+		keep_lose(k, kerr.message, now, true);
 	} else if (now >= k->deadline - k->kill_after_ms) {
 		registry_lease_lost(&kerr, k->o->workspace_root);
-		keep_lose(k, kerr.message, now);
+		keep_lose(k, kerr.message, now, false);
 	} else {
 		k->renew_at = now + RETRY_MS;
 	}
@@ -240,14 +252,15 @@ static void keep_watch(struct keep *k)
 	wsl_error_clear(&werr);
 }
 
-/* The watch reported a loss (or ended): stop the command now. */
+/* The watch reported a loss (or ended): the lock is gone, kill the
+ * command now. */
 static void keep_watched(struct keep *k)
 {
 	char why[401];
 
 	if (registry_watch_read(&k->watch, why, sizeof(why)) <= 0 || k->lost || k->cmd_done)
 		return;	/* no message: the renewals' re-read remains */
-	keep_lose(k, why, platform_mono_ms());
+	keep_lose(k, why, platform_mono_ms(), true);
 }
 
 static void keep_reap(struct keep *k)

@@ -195,7 +195,7 @@ order() { tr '\n' ' ' <"$BATS_TEST_TMPDIR/order"; }
 	[ "$(queued)" -eq 0 ]
 }
 
-@test "etcd watch: deleting the holder's key stops its command long before a renewal would notice" {
+@test "etcd watch: deleting the holder's key kills its command (SIGKILL) long before a renewal would notice" {
 	mkws a
 	# TTL 60: the keeper's renewal (and re-read) comes every ~17 s; the
 	# watch must act well before that.
@@ -203,11 +203,12 @@ order() { tr '\n' ' ' <"$BATS_TEST_TMPDIR/order"; }
 	ectl del "${WSLOCK_ETCD_PREFIX}lock$(canon "$(W a)")" >/dev/null
 	wait_exit "$HOLD_PID" 10 || fail "the holder still runs 10 s after its key was deleted"
 	[ "$WAIT_STATUS" -eq 78 ]
-	[ -e "$HOLD_DIR/TERMED" ]
+	[ ! -e "$HOLD_DIR/TERMED" ] || fail "the command got SIGTERM after its lock was lost"
+	! is_running "$HOLD_CHILD"
 	grep -q WSLOCK_OWNERSHIP_LOST "$HOLD_DIR/err"
 }
 
-@test "etcd watch: revoking the holder's lease stops its command long before a renewal would notice" {
+@test "etcd watch: revoking the holder's lease kills its command (SIGKILL) long before a renewal would notice" {
 	mkws a
 	local lease
 	hold --lease-ttl 60 --kill-after 2 "$(W a)"
@@ -216,7 +217,8 @@ order() { tr '\n' ' ' <"$BATS_TEST_TMPDIR/order"; }
 	ectl lease revoke "$(printf %x "$lease")" >/dev/null
 	wait_exit "$HOLD_PID" 10 || fail "the holder still runs 10 s after its lease was revoked"
 	[ "$WAIT_STATUS" -eq 78 ]
-	[ -e "$HOLD_DIR/TERMED" ]
+	[ ! -e "$HOLD_DIR/TERMED" ] || fail "the command got SIGTERM after its lock was lost"
+	! is_running "$HOLD_CHILD"
 	grep -q WSLOCK_OWNERSHIP_LOST "$HOLD_DIR/err"
 }
 

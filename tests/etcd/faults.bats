@@ -246,6 +246,46 @@ no_violations() {
 	grep -q 'changed\|removed\|deleted' "$FX/holder.err"
 }
 
+# revoke_or_delete HOW: as an operator would, by hand: revoke the holder's
+# liveness lease (HOW=revoke) or delete its lock key (HOW=delete); then a
+# contender from host B takes the workspace over.  The lock is lost at
+# that moment, so the holder's command (stubborn: it ignores SIGTERM, as a
+# build that traps TERM to clean up does) is killed at once with SIGKILL:
+# it never gets SIGTERM and a --kill-after grace, and is gone when its
+# wslock exits 78.  The contender may still get in a few milliseconds
+# before the kill lands (a revoke or delete frees the lock at the server
+# at once; nothing can order that): the fence covers them, so the store
+# must have accepted no stale write.  (The old command's markers are not
+# counted as overlaps here: in those milliseconds they are expected.)
+revoke_or_delete() {
+	local lease
+	holder hostA "$PA" stubborn --kill-after 1
+	if [ "$1" = revoke ]; then
+		lease=$(on hostA "$PA" "$WSLOCK" inspect "$WS" | jq -r .liveness_reason |
+			grep -o 'lease [0-9a-f]*' | cut -d' ' -f2)
+		[ -n "$lease" ]
+		ectl lease revoke "$lease" >/dev/null
+	else
+		ectl del "${WSLOCK_ETCD_PREFIX}lock$WS" >/dev/null
+	fi
+	contend hostB "$PB" 1
+	wait_exit "$HOLDER" 30
+	[ "$WAIT_STATUS" -eq 78 ]
+	[ ! -e "$FX/termed" ] || fail "the command got SIGTERM and a grace period after the lock was lost"
+	! is_running "$HOLDER_CMD"
+	[ "$(cat "$FX/status")" = 0 ]
+	! grep -q '^stale' "$FX/store/log" || fail "stale writes accepted: $(grep '^stale' "$FX/store/log")"
+	grep -q 'changed\|removed\|deleted\|revoked' "$FX/holder.err"
+}
+
+@test "faults: by hand: the holder's lease revoked by hand: its command is SIGKILLed at once, no --kill-after grace" {
+	revoke_or_delete revoke
+}
+
+@test "faults: by hand: the holder's lock key deleted by hand: its command is SIGKILLed at once, no --kill-after grace" {
+	revoke_or_delete delete
+}
+
 @test "faults: finding 6: a waiter waits longer than its lease TTL and then gets the lock" {
 	holder hostA "$PA" loop
 	on hostB "$PB" timeout -s KILL 60 "$WSLOCK" run -w 40 --lease-ttl $TTL "$WS" -- \

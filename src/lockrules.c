@@ -190,8 +190,18 @@ void lockrules_error_holder(struct wsl_error *err, const struct lock_entry *e)
 		wsl_error_detail(&err->liveness, liveness_name(e->liveness));
 		wsl_error_detail(&err->liveness_reason, e->reason);
 	}
-	if (e->state == LOCK_CORRUPT)
+	/* One reader of a shared lock among several: its own document names
+	 * it (output's next step copies that one, not the representative). */
+	if (e->state == LOCK_CORRUPT || lockrules_holder_document(e))
 		wsl_error_detail(&err->path, e->lock_path);
+}
+
+bool lockrules_holder_document(const struct lock_entry *e)
+{
+	size_t n = strlen(e->lock_path), suffix = strlen("/owner.json");
+
+	return e->shared && e->holder[0] != '\0' && !e->etcd_key && e->has_owner &&
+	       n > suffix && strcmp(e->lock_path + n - suffix, "/owner.json") == 0;
 }
 
 const char *lockrules_conflict_relation(const char *wanted, const struct lock_entry *e)

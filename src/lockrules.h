@@ -195,8 +195,15 @@ void lockrules_conflict_subject(const char *wanted, const struct lock_entry *e,
 void lockrules_describe_holder(const struct lock_entry *e, char *out, size_t len);
 
 /* Fills err's details from a conflicting or current lock: workspace_root,
- * holder (the owner JSON), liveness and its reason, the path when corrupt. */
+ * holder (the owner JSON), liveness and its reason, the path when corrupt
+ * or when e is one holder of a shared lock (lockrules_holder_document). */
 void lockrules_error_holder(struct wsl_error *err, const struct lock_entry *e);
+
+/* Whether e is one holder of a shared lock whose own owner document is a
+ * file, e->lock_path (local: locks/KEY/holders/H/owner.json): the one
+ * document that names that holder and no other, where `inspect --owner`
+ * gives the holder a writer meets first. */
+bool lockrules_holder_document(const struct lock_entry *e);
 
 /* The code whose exit status `inspect --exit-status` gives for e's state:
  * WSL_OK (free), WSL_BUSY (held by a live owner: 75), WSL_RECOVERY_REQUIRED

@@ -330,8 +330,22 @@ static void command_prefix(const struct cli *c, char *out, size_t len)
 	}
 }
 
-static void recover_line(const char *pre, const char *ws, char *out, size_t len)
+/* The save-and-recover line for the dead owner of ws; path (or NULL) is
+ * that owner's own document when it is one reader of several
+ * (lockrules_holder_document): copied by its path, since inspect --owner
+ * gives every reader the same one, the first a writer meets. */
+static void recover_line(const char *pre, const char *ws, const char *path,
+			 char *out, size_t len)
 {
+	char p[PATH_MAX * 4 + 8] = "";
+
+	if (path != NULL) {
+		shell_word(path, p, sizeof(p));
+		snprintf(out, len,
+			 "cp %s owner.json && %s recover --retain-on-failure --expected-owner owner.json %s -- REPAIR-CMD",
+			 p, pre, ws);
+		return;
+	}
 	snprintf(out, len,
 		 "%s inspect --owner %s > owner.json && %s recover --retain-on-failure --expected-owner owner.json %s -- REPAIR-CMD",
 		 pre, ws, pre, ws);
@@ -429,7 +443,7 @@ static bool next_command(const struct cli *c, const struct wsl_error *err,
 	command_prefix(c, pre, sizeof(pre));
 	shell_word(err->workspace_root, ws, sizeof(ws));
 	if (strcmp(err->liveness, "dead") == 0 && err->code == WSL_RECOVERY_REQUIRED)
-		recover_line(pre, ws, out, len);
+		recover_line(pre, ws, err->path, out, len);
 	else
 		snprintf(out, len, "%s inspect %s", pre, ws);
 	return true;
@@ -547,7 +561,8 @@ static void row_details(const struct cli *c, const struct lock_entry *e, const c
 	command_prefix(c, pre, sizeof(pre));
 	shell_word(e->workspace_root, ws, sizeof(ws));
 	if (e->liveness == LIVENESS_DEAD) {
-		recover_line(pre, ws, line, sizeof(line));
+		recover_line(pre, ws, lockrules_holder_document(e) ? e->lock_path : NULL,
+			     line, sizeof(line));
 		printf("%s  next: check the workspace, then recover it, with your repair as REPAIR-CMD:\n"
 		       "    %s\n", indent, line);
 	} else if (e->liveness == LIVENESS_UNKNOWN) {

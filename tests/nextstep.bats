@@ -183,3 +183,40 @@ paste_run() {
 	run -65 --separate-stderr wsl run -n "$(W b)" -- true
 	[ -z "$(next_of "$stderr")" ] || fail "a command for an unreadable lock: $stderr"
 }
+
+@test "next: two dead readers of a shared lock each get a line naming their own document; each line recovers its reader" {
+	mkws a
+	local ws=$(W a) l1 l2 cmd
+	local -a nl
+	hold --shared "$ws"
+	kill -KILL "$HOLD_PID" "$HOLD_CHILD"
+	hold --shared "$ws"
+	kill -KILL "$HOLD_PID" "$HOLD_CHILD"
+	wait_for "[ \"\$(wsl inspect '$ws' | jq '[.holders[] | select(.liveness == \"dead\")] | length')\" = 2 ]" 20 ||
+		fail "the two readers do not read dead: $(wsl inspect "$ws")"
+	run -0 --separate-stderr wsl inspect --format text "$ws"
+	mapfile -t nl < <(grep -A1 'next: check the workspace' <<<"$output" | grep '^    ')
+	[ "${#nl[@]}" = 2 ] || fail "not two next lines: $output"
+	[ "${nl[0]}" != "${nl[1]}" ] || fail "the two readers' next lines are the same: ${nl[0]}"
+	run -0 wsl inspect "$ws"
+	for i in 0 1; do
+		local p
+		p=$(jq -r ".holders[$i].lock_path" <<<"$output")
+		[[ $p == */holders/*/owner.json ]] || fail "lock_path: $p"
+		printf '%s\n' "${nl[@]}" | grep -qF "cp $p owner.json" || fail "no line copies $p: ${nl[*]}"
+	done
+	# The error names one of them, the one a writer meets first.
+	run -69 --separate-stderr wsl run "$ws" -- true
+	cmd=$(next_of "$stderr")
+	[ "$cmd" = "${nl[0]#    }" ] || [ "$cmd" = "${nl[1]#    }" ] || fail "error's next: $cmd"
+	# Each line, pasted with the repair, recovers its own reader only.
+	l1=${nl[0]#    } l2=${nl[1]#    }
+	paste_run "${l1/REPAIR-CMD/repair}"
+	[ "$status" -eq 0 ] || fail "first reader: $stderr"
+	run -0 wsl inspect "$ws"
+	jq_ok '(.holders | length) == 1'
+	[[ $l2 == *"cp $(jq -r '.holders[0].lock_path' <<<"$output") "* ]] || fail "the wrong reader went: $output"
+	paste_run "${l2/REPAIR-CMD/repair}"
+	[ "$status" -eq 0 ] || fail "second reader: $stderr"
+	[ "$(wsl inspect "$ws" | jq -r .state)" = free ]
+}

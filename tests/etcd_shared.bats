@@ -317,3 +317,35 @@ killed_reader() {
 	[ "$WAIT_STATUS" = 0 ]
 	[ "$(nkeys "")" = 0 ]
 }
+
+@test "etcd shared: inspect --all lists a shared lock once with its readers, beside an exclusive one" {
+	mkws a b
+	start_sleeper
+	run -0 wsl acquire --shared --pid "$SLEEPER_PID" "$(W a)"
+	run -0 wsl acquire --shared --pid "$SLEEPER_PID" "$(W a)"
+	run -0 wsl acquire --pid "$SLEEPER_PID" "$(W b)"
+	run -0 wsl inspect --all
+	jq_ok '(.locks | length) == 2'
+	jq_ok ".locks[0].workspace_root == \"$(canon "$(W a)")\" and .locks[0].mode == \"shared\" and (.locks[0].owners | length) == 2"
+	jq_ok '.locks[1].mode == "exclusive" and (.locks[1].owners | length) == 1'
+	run -0 wsl inspect --format text "$(W a)"
+	[ "$(grep -c ' shared  *live ' <<<"$output")" = 2 ] || fail "$output"
+}
+
+@test "etcd shared: a reader whose document or marker is deleted by hand is stopped at once, exit 78; the other reader goes on" {
+	mkws a
+	local tok
+	hold --shared "$(W a)"
+	local other_pid=$HOLD_PID other_dir=$HOLD_DIR
+	hold --shared "$(W a)"
+	tok=$(wsl inspect "$(W a)" | jq -r ".owners[] | select(.pid == $HOLD_PID) | .token")
+	[ ${#tok} = 32 ] || fail "no token of $HOLD_PID: $(wsl inspect "$(W a)")"
+	ectl del "${WSLOCK_ETCD_PREFIX}holder/lock$(canon "$(W a)")//$tok" >/dev/null
+	wait_exit "$HOLD_PID" 20 || fail "the reader went on without its document"
+	[ "$WAIT_STATUS" = 78 ] || fail "status $WAIT_STATUS: $(cat "$HOLD_DIR/err")"
+	is_running "$other_pid"
+	# the marker gone: the other reader is stopped too (no lock is left)
+	ectl del "${WSLOCK_ETCD_PREFIX}lock$(canon "$(W a)")" >/dev/null
+	wait_exit "$other_pid" 20 || fail "the reader went on without its lock's marker"
+	[ "$WAIT_STATUS" = 78 ] || fail "status $WAIT_STATUS: $(cat "$other_dir/err")"
+}

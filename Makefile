@@ -65,6 +65,8 @@ CORE = src/error.o src/crypto.o src/platform.o src/fsx.o src/owner.o src/journal
        src/local_markers.o src/local_multi.o src/local_list.o src/local_garbage.o src/local_upgrade.o src/mountinfo.o src/wsmounts.o src/nest.o
 # shared locks (local backend)
 CORE += src/local_shared.o
+# a lock staged before .coordination (local backend)
+CORE += src/local_prestage.o
 CLI = src/cli.o src/output.o src/hold.o src/hold_multi.o src/child.o src/spawn.o src/keeper.o src/keeper_pid.o src/cmd_acquire.o src/cmd_release.o src/cmd_run.o \
       src/cmd_inspect.o src/cmd_recover.o src/cmd_reclaim.o src/main.o
 UNIT = tests/unit/test_owner tests/unit/test_platform tests/unit/test_etcd tests/unit/test_error tests/unit/test_lockrules \

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -64,6 +65,20 @@ void free_names(char **names, size_t n)
 	free(names);
 }
 
+/* Whether staging/name is a lock staged by a running acquire (its
+ * directory flock()ed: local_prestage.c), not garbage. */
+static bool staged_in_use(int tmp_fd, const char *name)
+{
+	int fd = fsx_openat(tmp_fd, name, O_RDONLY | O_DIRECTORY, 0);
+	bool busy;
+
+	if (fd < 0)
+		return false;
+	busy = fsx_flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+	fsx_close(fd);
+	return busy;
+}
+
 static int garbage_markers(struct registry *reg, int dirfd, const char *dirname,
 			   bool remove, size_t *orphan_markers, struct wsl_error *err);
 
@@ -80,6 +95,8 @@ int local_garbage(struct registry *reg, bool remove, size_t *staging,
 					       reg->path);
 		for (i = 0; i < n; i++) {
 			struct stat st;
+			if (staged_in_use(loc(reg)->tmp_fd, names[i]))
+				continue;
 			(*staging)++;
 			if (!remove)
 				continue;

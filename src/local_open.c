@@ -405,6 +405,7 @@ void local_close(struct registry *reg)
 	if (l == NULL)
 		return;
 	local_wait_close(reg);
+	prestage_drop(reg);
 	fsx_close(l->coord_fd);
 	fsx_close(l->tmp_fd);
 	fsx_close(l->nest_fd);

@@ -100,7 +100,9 @@
  * made by a command killed before that sync is written back by the kernel
  * within its writeback interval). On tmpfs nothing survives a crash, so
  * nothing is synced. An uncontended acquire on a journaled filesystem thus
- * makes two fsyncs (owner.json, then locks/), the least the promise allows.
+ * makes two fsyncs (owner.json, then locks/), the least the promise allows;
+ * the first before .coordination is taken (local_prestage.c), so a waiter
+ * that is served makes only the second.
  */
 #include "registry.h"
 #include "registry_backend.h"
@@ -381,28 +383,15 @@ void stage_name(char out[STAGE_NAME_MAX], const char *prefix)
 int publish(struct registry *reg, const struct owner *o, int *live_fd,
 	    struct wsl_error *err)
 {
-	char key[WSL_KEY_HEX + 1], stage[STAGE_NAME_MAX], path[PATH_MAX];
+	char key[WSL_KEY_HEX + 1], stage[STAGE_NAME_MAX];
 	struct marker_ctx m;
 	int sfd = -1, lfd = -1;
 
 	crypto_path_key(o->workspace_root, key);
-	stage_name(stage, "acq");
-	if (path_join(path, reg->path, "tmp", err) != 0 ||
-	    path_join(path, path, stage, err) != 0)
+	/* Staged before .coordination (local_prestage.c), else here. */
+	if (!prestage_take(reg, o, live_fd != NULL, stage, &sfd, &lfd) &&
+	    stage_lock(reg, o, live_fd != NULL, stage, &sfd, &lfd, err) != 0)
 		return -1;
-	sfd = fsx_make_dir_checked(loc(reg)->tmp_fd, stage, path, err);
-	if (sfd < 0)
-		return -1;
-	/* A shared lock: the mode file, and the holder in holders/H. */
-	if ((reg->acquire_shared ? shared_stage(reg, o, sfd, path, live_fd != NULL, &lfd, err) :
-	     stage_files(reg, o, sfd, path, live_fd != NULL, &lfd, err)) != 0)
-		goto fail;
-	CRASH_POINT("acquire:staged");
-	if (sync_before_commit(reg, sfd) != 0) {
-		wsl_error_errno(err, WSL_IO, errno, "cannot sync %s", path);
-		goto fail;
-	}
-	CRASH_POINT("acquire:staging-synced");
 	m = (struct marker_ctx){ reg, key, MARKER_ADD, err, NULL, loc(reg)->nest_fd, "nest" };
 	loc(reg)->nest_made = loc(reg)->ids_made = loc(reg)->idnest_made = false;
 	if (wspath_for_each_ancestor(o->workspace_root, marker_apply, &m) != 0 ||
@@ -449,7 +438,6 @@ fail_markers:
 	m.step = MARKER_REMOVE;
 	wspath_for_each_ancestor(o->workspace_root, marker_apply, &m);
 	identity_markers(reg, key, o, MARKER_REMOVE, err);
-fail:
 	fsx_close(lfd);
 	fsx_close(sfd);
 	fsx_remove_dir_files(loc(reg)->tmp_fd, stage);

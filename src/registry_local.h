@@ -34,6 +34,7 @@
 #define ID_BELOW ".below"
 
 struct local_queue;
+struct local_prestage;
 
 /* The local backend's own state (reg->backend): nobody else sees it. */
 struct local {
@@ -49,6 +50,8 @@ struct local {
 						 * in nest/, ids/, idnest/ (so that
 						 * directory needs its fsync) */
 	bool below_left;	/* a mutation met a format 2 below marker in ids/ */
+	struct local_prestage *pre;	/* REGISTRY_MULTI_MAX locks staged before
+					 * .coordination (local_prestage.c), or NULL */
 };
 
 static inline struct local *loc(const struct registry *reg)
@@ -123,6 +126,29 @@ int sync_before_commit(const struct registry *reg, int dirfd);
 
 /* A fresh name for a staging directory: "PREFIX.PID.RANDOM". */
 void stage_name(char out[STAGE_NAME_MAX], const char *prefix);
+
+/* ---- local_prestage.c: a lock staged before .coordination ---- */
+
+/* Makes o's staging directory (a fresh name into stage), flock()ed
+ * LOCK_EX (in use: reclaim passes it by), with its files (stage_files, or
+ * shared_stage for a shared request) synced as publish needs them;
+ * *sfd is the directory, *lfd the live file kept with keep_live (else
+ * -1). 0, or -1 with err (nothing left behind). */
+int stage_lock(struct registry *reg, const struct owner *o, bool keep_live,
+	       char stage[STAGE_NAME_MAX], int *sfd, int *lfd, struct wsl_error *err);
+
+/* Stages the exclusive locks of os[0..n) that are not staged yet, before
+ * the caller takes .coordination (keep_live: a run keeps live files). No
+ * error: what cannot be staged here is staged by publish. */
+void prestage_all(struct registry *reg, const struct owner *os, size_t n, bool keep_live);
+
+/* Hands o's prestaged lock to publish (stage name, directory and live
+ * descriptors); false when none was staged. */
+bool prestage_take(struct registry *reg, const struct owner *o, bool keep_live,
+		   char stage[STAGE_NAME_MAX], int *sfd, int *lfd);
+
+/* Removes the staged locks never published (closing their files). */
+void prestage_drop(struct registry *reg);
 
 /* ---- local_shared.c: shared locks (layout atop that file) ---- */
 

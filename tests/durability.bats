@@ -53,3 +53,35 @@ fsyncs_of_acquire() {
 	# also the staging directory and each ancestor's marker directory.
 	[ "$n" -ge $((j + 3)) ] || fail "ext4 without a journal: $n fsyncs, journaled: $j"
 }
+
+@test "a waiter's owner document is fsynced before it waits: once served, only locks/ is synced" {
+	ext4_mount journaled
+	local m=$BATS_TEST_TMPDIR/journaled w
+	export WSLOCK_DIR=$m/reg
+	mkdir -p "$m/ws"
+	hold "$m/ws"
+	strace -f -qq -e trace=fsync,fdatasync,poll -o "$m.trace" \
+		"$WSLOCK" run -q "$m/ws" -- true </dev/null 2>"$BATS_TEST_TMPDIR/waiter.err" 3>&- &
+	w=$!
+	track_pid "$w"
+	wait_for "compgen -G '$WSLOCK_DIR/queue/*' >/dev/null || ! is_running $w" 20 ||
+		fail "the waiter never queued"
+	compgen -G "$WSLOCK_DIR/queue/*" >/dev/null ||
+		fail "the waiter ended before it queued: $(cat "$BATS_TEST_TMPDIR/waiter.err")"
+	# Its lock is staged while it waits, and reclaim leaves it alone.
+	compgen -G "$WSLOCK_DIR/staging/acq.*/owner.json" >/dev/null || fail "nothing staged"
+	wsl reclaim --yes
+	compgen -G "$WSLOCK_DIR/staging/acq.*/owner.json" >/dev/null ||
+		fail "reclaim removed a waiter's staged lock"
+	unhold
+	wait_exit "$w" 30 || fail "the waiter did not finish"
+	[ "$WAIT_STATUS" -eq 0 ] || fail "waiter: $WAIT_STATUS $(cat "$BATS_TEST_TMPDIR/waiter.err")"
+	# Before its first sleep (poll): owner.json; after it: locks/ alone (a
+	# release makes no fsync). Two in all, as an uncontended acquire.
+	local before after
+	before=$(awk '/poll\(/ { exit } /fsync|fdatasync/ { n++ } END { print n + 0 }' "$m.trace")
+	after=$(awk '/poll\(/ { p = 1 } p && /fsync|fdatasync/ { n++ } END { print n + 0 }' "$m.trace")
+	[ "$before" -eq 1 ] && [ "$after" -eq 1 ] ||
+		fail "fsyncs before the wait: $before, after it: $after; $(cat "$m.trace")"
+	[ -z "$(ls "$WSLOCK_DIR/staging")" ] || fail "staging left: $(ls "$WSLOCK_DIR/staging")"
+}

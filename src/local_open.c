@@ -311,6 +311,24 @@ static int format_open(struct registry *reg, bool create, struct wsl_error *err)
 	return open_subdir(reg, "staging", create, &loc(reg)->tmp_fd, err);
 }
 
+/* The journal, where there is one, is checked as every registry file is
+ * (DESIGN.md section 5: a symlink, a foreign owner or group/world bits are
+ * refused), by every command at open, before anything is changed: not
+ * only by the take-over that appends to it (journal_append refuses the
+ * same file with the same words), after its work was done. */
+static int journal_check(struct registry *reg, const char *path, struct wsl_error *err)
+{
+	char jpath[PATH_MAX];
+	struct stat st;
+
+	if (path_join(jpath, path, "journal.jsonl", err) != 0)
+		return -1;
+	if (fstatat(loc(reg)->dir_fd, "journal.jsonl", &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return errno == ENOENT ? 0 :
+			wsl_error_errno(err, WSL_IO, errno, "cannot stat %s", jpath);
+	return fsx_check_private(&st, S_IFREG, jpath, err);
+}
+
 static int open_dirs(struct registry *reg, const char *path, const char *workspace,
 		     bool create, struct wsl_error *err)
 {
@@ -377,6 +395,8 @@ static int open_dirs(struct registry *reg, const char *path, const char *workspa
 		    fsx_check_private(&st, S_IFREG, cpath, err) != 0)
 			goto fail;
 	}
+	if (journal_check(reg, path, err) != 0)
+		goto fail;
 	return 0;
 fail:
 	if (err->code == WSL_OK)

@@ -208,3 +208,39 @@ jline() { sed -n "${1}p" "$(journal)"; }
 	run -64 --separate-stderr wsl inspect --registry --format text
 	assert_usage_error
 }
+
+@test "a journal.jsonl with group/world bits or another owner: run, acquire, release and inspect refuse it (77) as recover does, and change nothing" {
+	mkws a b
+	dead_acquired "$(W a)"
+	printf '%s' "$DEAD_OWNER" >"$BATS_TEST_TMPDIR/a.json"
+	wsl recover --expected-owner "$BATS_TEST_TMPDIR/a.json" "$(W a)" >/dev/null
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W b)"
+	local tok=$(jq -r .token <<<"$OWNER") bad before
+	for bad in mode owner; do
+		if [ "$bad" = mode ]; then
+			chmod 0666 "$(journal)"
+		else
+			chmod 0600 "$(journal)"
+			chown 65534 "$(journal)"
+		fi
+		before=$(registry_snapshot)
+		run -77 --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/a.json" "$(W a)"
+		local said=$stderr
+		[[ $said == *"$(journal)"* ]] || fail "recover does not name the journal: $said"
+		run -77 --separate-stderr wsl run "$(W a)" -- touch "$BATS_TEST_TMPDIR/ran"
+		[ "$stderr" = "$said" ] || fail "run ($bad): $stderr, recover: $said"
+		[ ! -e "$BATS_TEST_TMPDIR/ran" ] || fail "the command ran"
+		run -77 --separate-stderr wsl acquire --pid "$SLEEPER_PID" "$(W a)"
+		[ "$stderr" = "$said" ] || fail "acquire ($bad): $stderr"
+		jq_ok '.error.code == "WSLOCK_UNSAFE_PATH"'
+		run -77 --separate-stderr wsl release --token "$tok" "$(W b)"
+		[ "$stderr" = "$said" ] || fail "release ($bad): $stderr"
+		run -77 --separate-stderr wsl inspect "$(W b)"
+		assert_same_snapshot "$before" "$(registry_snapshot)"
+	done
+	chown "$(id -u)" "$(journal)"
+	run -0 wsl release --token "$tok" "$(W b)"
+	assert_journal_lines_parse
+	[ "$JOURNAL_N" = 1 ] || fail "lines: $JOURNAL_N"
+}

@@ -6,7 +6,8 @@
 # the lock is section.sh: it records overlaps (another live process inside
 # its section) and writes with its fence to a fenced store
 # (fenced_store.sh).  A case passes when there is no overlap, no fence went
-# backwards and the store accepted no stale write.
+# backwards and the store accepted no stale write.  The shared storm runs
+# rw_section.sh instead (readers together, a writer alone).
 #
 # Run with `make check-etcd-faults`.  Every wait is bounded; the whole file
 # is meant to stay within a few minutes on a loaded 2-core machine.
@@ -373,7 +374,7 @@ storm() {
 			w=
 			for i in $(seq 50); do
 				w=$(ectl get "${WSLOCK_ETCD_PREFIX}lock$WS" --print-value-only | jq -r '.pid // empty' 2>/dev/null)
-				[ -n "$w" ] && [ "$(ps -o comm= -p "$w" 2>/dev/null)" = wslock ] && break
+			[ -n "$w" ] && [ "$(ps -o comm= -p "$w" 2>/dev/null)" = wslock ] && break
 				w=
 			done
 			[ -n "$w" ] || continue
@@ -421,6 +422,84 @@ contend_until() {
 
 @test "faults: storm: contended sections while etcd is paused" {
 	storm etcd
+}
+
+# rw_until HOST ENDPOINT r|w: shared (r) or exclusive (w) sections from
+# HOST (rw_section.sh) until FX/stop exists; every status to FX/status.
+rw_until() {
+	local host=$1 ep=$2 mode=$3 rc opt=
+	[ "$mode" = r ] && opt=--shared
+	while [ ! -e "$FX/stop" ]; do
+		rc=0
+		on "$host" "$ep" timeout -s KILL 60 "$WSLOCK" run -q -w 30 --reclaim-dead $opt \
+			--lease-ttl $TTL --kill-after 1 "$WS" -- "$HERE/rw_section.sh" "$FX" "$mode" \
+			</dev/null >/dev/null 2>>"$FX/contend.err" 3>&- || rc=$?
+		echo "$rc" >>"$FX/status"
+	done
+}
+
+@test "faults: the shared harness sees a reader beside a writer, and readers together" {
+	start_sleeper
+	: >"$FX/marks/r.$SLEEPER_PID"
+	"$HERE/rw_section.sh" "$FX" r
+	[ -z "$(cat "$FX/overlaps")" ] && [ -s "$FX/together" ]
+	"$HERE/rw_section.sh" "$FX" w
+	grep -q "^overlap w\.[0-9]* with r\.$SLEEPER_PID" "$FX/overlaps"
+	: >"$FX/overlaps"
+	mv "$FX/marks/r.$SLEEPER_PID" "$FX/marks/w.$SLEEPER_PID"
+	"$HERE/rw_section.sh" "$FX" r
+	grep -q "^overlap r\.[0-9]* with w\.$SLEEPER_PID" "$FX/overlaps"
+	# a killed command's marker (a dead pid) does not count
+	: >"$FX/overlaps"
+	: >"$FX/marks/w.$(dead_pid)"
+	rm "$FX/marks/w.$SLEEPER_PID"
+	"$HERE/rw_section.sh" "$FX" w
+	[ -z "$(cat "$FX/overlaps")" ]
+}
+
+@test "faults: storm: readers and writers on two hosts while holders' wslock is SIGKILLed: never a reader beside a writer" {
+	local pids=() i n=0 w faults=0 next sections
+	for i in A B; do
+		rw_until "host$i" "$(eval echo "\$P$i")" w &
+		pids+=($!)
+		rw_until "host$i" "$(eval echo "\$P$i")" r &
+		pids+=($!)
+		rw_until "host$i" "$(eval echo "\$P$i")" r &
+		pids+=($!)
+	done
+	for i in "${pids[@]}"; do track_pid "$i"; done
+	next=$((STORM / 8))
+	while [ "$(wc -l <"$FX/sections")" -lt "$STORM" ]; do
+		n=$((n + 1))
+		[ "$n" -le 2000 ] || fail "only $(wc -l <"$FX/sections") sections"
+		if [ "$(wc -l <"$FX/sections")" -lt "$next" ]; then
+			sleep 0.1
+			continue
+		fi
+		# a wslock holding the lock now, reader or writer (holders come
+		# and go fast: tried again until one is caught)
+		w=
+		for i in $(seq 20); do
+			w=$(wsl inspect --etcd-endpoints "$WSL_ETCD_EP" "$WS" |
+				jq -r '[.owners[]?.pid] | .[length - 1] // empty' 2>/dev/null)
+			[ -n "$w" ] && [ "$(ps -o comm= -p "$w" 2>/dev/null)" = wslock ] && break
+			w=
+		done
+		[ -n "$w" ] || continue
+		kill -KILL "$w" 2>/dev/null || continue
+		faults=$((faults + 1))
+		next=$(($(wc -l <"$FX/sections") + STORM / 8))
+	done
+	touch "$FX/stop"
+	for i in "${pids[@]}"; do wait_exit "$i" 90 || fail "contender $i hung"; done
+	sections=$(wc -l <"$FX/sections")
+	echo "# shared storm: $sections sections ($(grep -c '^r' "$FX/sections") shared), $faults faults, readers together $(wc -l <"$FX/together" 2>/dev/null || echo 0) times, statuses: $(sort "$FX/status" | uniq -c | tr -s ' \n' ' ')" >&3
+	[ -z "$(cat "$FX/overlaps")" ] || fail "reader/writer overlaps: $(head -5 "$FX/overlaps")"
+	[ "$faults" -ge 3 ]
+	# the case proves something: readers were inside together, writers ran
+	[ -s "$FX/together" ]
+	grep -q '^w' "$FX/sections"
+	grep -q '^r' "$FX/sections"
 }
 
 @test "faults: finding 8: an endpoint that accepts connections but never answers is passed over (--etcd-timeout)" {

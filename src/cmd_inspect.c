@@ -113,12 +113,65 @@ static int inspect_operation(struct cli *c, struct registry *reg, const char *id
  * reads of it. */
 #define JOURNAL_READ_MAX (256u << 20)
 
+/* Bytes of a line that is not a journal entry shown in its "text". */
+#define JOURNAL_BAD_TEXT_MAX 4096
+
+/* buf's len bytes of journal lines as a JSON array, oldest first: each
+ * line that parses as an object is an entry (kept only when ws is NULL or
+ * it names ws); any other non-empty line becomes {"invalid":true,
+ * "line":N (1-based, as sed -n Np counts), "length":BYTES,"text":its first
+ * JOURNAL_BAD_TEXT_MAX bytes or null when they are not UTF-8}, kept with
+ * any ws (whose it was cannot be known), and is named on stderr unless
+ * quiet (path names the journal). NULL only when out of memory. */
+static json_t *journal_entries(const char *buf, size_t len, const char *ws,
+			       const char *path, bool quiet)
+{
+	json_t *list = json_array();
+	size_t at = 0, lineno = 0;
+
+	while (list != NULL && buf != NULL && at < len) {
+		const char *line = buf + at, *nl = memchr(line, '\n', len - at);
+		size_t n = nl ? (size_t)(nl - line) : len - at;
+		json_t *ev;
+
+		at += n + (nl ? 1 : 0);
+		lineno++;
+		if (n == 0)
+			continue;
+		ev = json_loadb(line, n, 0, NULL);
+		if (json_is_object(ev)) {
+			const char *w = json_string_value(json_object_get(ev, "workspace_root"));
+
+			if (ws == NULL || (w != NULL && strcmp(w, ws) == 0))
+				json_array_append(list, ev);
+		} else {
+			json_t *bad = json_object(), *t;
+
+			t = json_stringn(line, n < JOURNAL_BAD_TEXT_MAX ? n : JOURNAL_BAD_TEXT_MAX);
+			json_object_set_new(bad, "invalid", json_true());
+			json_object_set_new(bad, "line", json_integer((json_int_t)lineno));
+			json_object_set_new(bad, "length", json_integer((json_int_t)n));
+			json_object_set_new(bad, "text", t != NULL ? t : json_null());
+			if (json_array_append_new(list, bad) != 0) {
+				json_decref(list);
+				list = NULL;
+			}
+			if (!quiet)
+				output_notice("%s: line %zu is not a journal entry (%zu bytes; listed as invalid)",
+					      path, lineno, n);
+		}
+		json_decref(ev);
+	}
+	return list;
+}
+
 /* inspect --journal [WORKSPACE]: LOCKDIR/journal.jsonl as {"journal":[...]},
- * every line (or those of one workspace), oldest first. */
+ * every line (or those of one workspace), oldest first; a line that is not
+ * an entry is listed as invalid (journal_entries), the rest still shown. */
 static int inspect_journal(struct cli *c, struct registry *reg, const char *ws,
 			   bool text, struct wsl_error *err)
 {
-	char path[PATH_MAX + 32], *buf = NULL, *line, *save = NULL;
+	char path[PATH_MAX + 32], *buf = NULL;
 	json_t *list, *out;
 	size_t len = 0;
 	int fd;
@@ -145,20 +198,10 @@ static int inspect_journal(struct cli *c, struct registry *reg, const char *ws,
 	} else if (fd >= 0) {
 		close(fd);
 	}
-	list = json_array();
-	for (line = buf ? strtok_r(buf, "\n", &save) : NULL; line != NULL;
-	     line = strtok_r(NULL, "\n", &save)) {
-		json_t *ev = json_loads(line, 0, NULL);
-		const char *w = json_string_value(json_object_get(ev, "workspace_root"));
-
-		if (ev == NULL) {
-			free(buf);
-			json_decref(list);
-			return wsl_error_set(err, WSL_IO, "%s has a line that is not JSON", path);
-		}
-		if (ws == NULL || (w != NULL && strcmp(w, ws) == 0))
-			json_array_append(list, ev);
-		json_decref(ev);
+	list = journal_entries(buf, len, ws, path, c->quiet);
+	if (list == NULL) {
+		free(buf);
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
 	}
 	free(buf);
 	if (text) {

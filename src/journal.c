@@ -62,16 +62,17 @@ int journal_append(int dir_fd, const char *path, const struct journal_event *ev,
 {
 	char jpath[4200];
 	struct stat st;
-	char *text;
+	char *text, *out;
 	size_t len;
-	int fd, rc = -1;
+	int fd, rc = -1, saved;
 
 	snprintf(jpath, sizeof(jpath), "%s/journal.jsonl", path);
 	text = journal_format(ev, &len);
 	if (text == NULL)
 		return wsl_error_set(err, WSL_INTERNAL, "cannot format a journal line");
+	out = text;
 
-	fd = fsx_openat(dir_fd, "journal.jsonl", O_WRONLY | O_APPEND | O_CREAT |
+	fd = fsx_openat(dir_fd, "journal.jsonl", O_RDWR | O_APPEND | O_CREAT |
 			O_NONBLOCK | O_NOCTTY, 0600);
 	if (fd < 0) {
 		fsx_open_failed(errno, jpath, err);
@@ -83,16 +84,46 @@ int journal_append(int dir_fd, const char *path, const struct journal_event *ev,
 	}
 	if (fsx_check_private(&st, S_IFREG, jpath, err) != 0)
 		goto out;
+	if (st.st_size > 0) {
+		/* A line torn by an older binary (or by hand) must not swallow
+		 * this one: start on a line of our own. */
+		char last = '\n';
+		ssize_t got;
+
+		do
+			got = pread(fd, &last, 1, st.st_size - 1);
+		while (got < 0 && errno == EINTR);
+		if (got == 1 && last != '\n') {
+			out = malloc(len + 1);
+			if (out == NULL) {
+				out = text;
+				wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+				goto out;
+			}
+			out[0] = '\n';
+			memcpy(out + 1, text, len);
+			len++;
+		}
+	}
 	CRASH_POINT("journal:opened");
 	/* One write(2) per line: with O_APPEND the kernel places it whole at
 	 * the end, so lines from concurrent writers never interleave. */
-	if (fsx_write_all(fd, text, len) != 0 || (sync && fsx_fsync(fd) != 0)) {
-		wsl_error_errno(err, WSL_IO, errno, "cannot append to %s", jpath);
+	if (fsx_write_all(fd, out, len) != 0 || (sync && fsx_fsync(fd) != 0)) {
+		saved = errno;
+		/* A full disk may have taken part of the line: cut it off, so
+		 * that the file ends where it did (appends are made under the
+		 * registry's coordination lock: nobody appended meanwhile). The
+		 * caller changes nothing: no line, no change. */
+		if (ftruncate(fd, st.st_size) == 0 && sync)
+			fsx_fsync(fd);
+		wsl_error_errno(err, WSL_IO, saved, "cannot append to %s", jpath);
 		goto out;
 	}
 	rc = 0;
 out:
 	fsx_close(fd);
+	if (out != text)
+		free(out);
 	free(text);
 	return rc;
 }

@@ -32,8 +32,13 @@ char *journal_format(const struct journal_event *ev, size_t *len);
  * messages): opened O_APPEND | O_NOFOLLOW, created 0600, refused unless a
  * private regular file; the line goes out in one write(2) so concurrent
  * appends never interleave (O_APPEND, write(2)), then fsync unless sync
- * is false (a filesystem where nothing survives a crash). Returns 0 or -1
- * with WSL_IO / WSL_UNSAFE_PATH.
+ * is false (a filesystem where nothing survives a crash). A file that does
+ * not end with a newline (a line torn before) gets one first, in the same
+ * write. A write or fsync that fails (ENOSPC) is undone: the file is cut
+ * back to its old length (ftruncate), so no torn line is left to swallow
+ * the next one. The caller holds the registry's coordination lock (no
+ * other append in between). Returns 0 or -1 with WSL_IO /
+ * WSL_UNSAFE_PATH.
  */
 int journal_append(int dir_fd, const char *path, const struct journal_event *ev,
 		   bool sync, struct wsl_error *err);

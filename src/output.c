@@ -625,6 +625,19 @@ static void journal_cells(json_t *ev, struct journal_cells *j)
 	const char *fr = json_string_value(json_object_get(ev, "force_reason"));
 	char why[2048];
 
+	if (json_is_true(json_object_get(ev, "invalid"))) {
+		/* a line that is not an entry (inspect --journal lists it) */
+		snprintf(j->time, sizeof(j->time), "-");
+		snprintf(j->action, sizeof(j->action), "invalid");
+		snprintf(j->ws, sizeof(j->ws), "-");
+		snprintf(j->who, sizeof(j->who), "-");
+		snprintf(why, sizeof(why), "line %" JSON_INTEGER_FORMAT
+			 " is not a journal entry (%" JSON_INTEGER_FORMAT " bytes)",
+			 json_integer_value(json_object_get(ev, "line")),
+			 json_integer_value(json_object_get(ev, "length")));
+		one_line(why, j->why, sizeof(j->why));
+		return;
+	}
 	s = json_string_value(json_object_get(ev, "time"));
 	one_line(s ? s : "-", j->time, sizeof(j->time));
 	s = json_string_value(json_object_get(ev, "action"));

@@ -86,8 +86,10 @@ int output_table(const struct cli *c, const struct output_row *rows, size_t n);
  * objects, oldest first) as a table on stdout, one line an entry: TIME,
  * ACTION, WORKSPACE, WHO (the actor: pid@host uid N) and REASON (why it
  * was allowed: the liveness reason, or "forced: " and --reason first),
- * every cell on one line (control characters escaped). 0, or the exit
- * status of a failed write (as output_json). */
+ * every cell on one line (control characters escaped); an entry flagged
+ * "invalid" (a line that is not one) is a row "- invalid - - line N is not
+ * a journal entry (L bytes)". 0, or the exit status of a failed write (as
+ * output_json). */
 int output_journal_table(json_t *list);
 
 /* For a corrupt lock e that recover clears (lockrules_corrupt_clearable,

@@ -244,3 +244,88 @@ jline() { sed -n "${1}p" "$(journal)"; }
 	assert_journal_lines_parse
 	[ "$JOURNAL_N" = 1 ] || fail "lines: $JOURNAL_N"
 }
+
+# dead_recovered WS: WS gets a dead owner and is recovered: one journal line.
+dead_recovered() {
+	dead_acquired "$1"
+	printf '%s' "$DEAD_OWNER" >"$BATS_TEST_TMPDIR/dead.json"
+	run -0 --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/dead.json" "$1"
+}
+
+@test "inspect --journal: a line that is not an entry is listed as invalid with its line number, the rest still shown; an append after a torn line starts a line of its own" {
+	mkws a b
+	dead_recovered "$(W a)"
+	dead_recovered "$(W b)"
+	# a garbage line between the two, and a line torn at the end (a full
+	# disk under an older binary)
+	sed -i '1a garbage' "$(journal)"
+	printf '{"time":"2026-12-01T00:00:00.000Z","action":"r' >>"$(journal)"
+	dead_recovered "$(W a)"
+	[ "$(wc -l <"$(journal)")" -eq 5 ] || fail "the append was glued onto the torn line: $(cat "$(journal)")"
+	[ "$(jline 5 | jq -r .action)" = recover ] || fail "line 5: $(jline 5)"
+	run -0 --separate-stderr wsl inspect --journal
+	jq -e '[.journal[] | if .invalid then "bad:\(.line):\(.length)" else .action end] ==
+		["recover", "bad:2:7", "recover", "bad:4:\(("{\"time\":\"2026-12-01T00:00:00.000Z\",\"action\":\"r" | length))", "recover"]' \
+		<<<"$output" >/dev/null || fail "entries: $output"
+	jq -e '.journal[1].text == "garbage"' <<<"$output" >/dev/null
+	[[ $stderr == *"line 2 is not a journal entry"*"line 4 is not a journal entry"* ]] || fail "stderr: $stderr"
+	# one workspace's: its entries, and the lines whose workspace nobody knows
+	run -0 --separate-stderr wsl inspect -q --journal "$(W a)"
+	jq -e '[.journal[] | .line // .workspace_root] == [$a, 2, 4, $a]' --arg a "$(canon "$(W a)")" \
+		<<<"$output" >/dev/null || fail "filtered: $output"
+	[ -z "$stderr" ]
+	# text: one row per line, the invalid ones saying which line
+	run -0 --separate-stderr wsl inspect --journal --format text
+	[ "${#lines[@]}" -eq 6 ] || fail "not a header and five rows: $output"
+	[[ ${lines[2]} =~ ^-\ +invalid\ +-\ +-\ +line\ 2\ is\ not\ a\ journal\ entry\ \(7\ bytes\)$ ]] || fail "row 2: ${lines[2]}"
+	[[ ${lines[4]} == "- "*" invalid "*"line 4 is not a journal entry"* ]] || fail "row 4: ${lines[4]}"
+}
+
+@test "a journal append that fails on a full disk is cut back: no torn line, and the next recovery's line reads whole" {
+	unshare -m sh -c 'mount -t tmpfs none /mnt' 2>/dev/null ||
+		skip "cannot create a mount namespace and mount here (no CAP_SYS_ADMIN)"
+	mkdir -p "$BATS_TEST_TMPDIR/fs"
+	mkws g
+	# In a private mount namespace: the registry on a 256 KiB tmpfs.
+	# Recover a dead owner until the journal's last page has room for part
+	# of a line but not all of it, fill the disk, recover once more (74),
+	# free the disk, recover again (0).
+	run -0 timeout -k 5 60 unshare -m --propagation private bash -c '
+		set -u
+		W=$1 fs=$2 ws=$3
+		mount -t tmpfs -o size=256k tmpfs "$fs" || exit 90
+		export WSLOCK_DIR=$fs/reg
+		j=$WSLOCK_DIR/journal.jsonl
+		dead() {
+			sh -c "exec \"\$0\" acquire --pid \$\$ \"\$1\" >/dev/null" "$W" "$ws" || exit 91
+			"$W" inspect --owner "$ws" >"$fs/o.json" || exit 92
+		}
+		recover() { "$W" recover -q --expected-owner "$fs/o.json" "$ws" >/dev/null; }
+		for i in 1 2 3 4 5 6 7 8; do
+			dead
+			recover || exit 93
+			size=$(stat -c %s "$j") last=$(tail -n 1 "$j" | wc -c)
+			room=$((4096 - size % 4096))
+			[ "$room" -lt "$last" ] && [ "$room" -gt 1 ] && break
+		done
+		[ "$room" -lt "$last" ] || exit 94
+		dead
+		dd if=/dev/zero of="$fs/fill" bs=4k 2>/dev/null
+		recover
+		echo "full=$?"
+		echo "before=$size after=$(stat -c %s "$j") tail=$(tail -c 1 "$j" | od -An -c | tr -d " ")"
+		rm "$fs/fill"
+		recover
+		echo "freed=$?"
+		"$W" inspect --journal >"$fs/journal.out"
+		echo "journal=$? $(jq -c "[.journal[] | .invalid // false] | unique" "$fs/journal.out")"
+		jq -c . "$j" >/dev/null 2>&1 && echo parse=ok
+		exit 0
+	' sh "$WSLOCK" "$BATS_TEST_TMPDIR/fs" "$(W g)"
+	[[ $output == *"full=74"* ]] || fail "the recover on a full disk: $output"
+	[[ $output =~ before=([0-9]+)\ after=([0-9]+)\ tail=\\n ]] || fail "the journal after the failed append: $output"
+	[ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ] || fail "not cut back to its length: $output"
+	[[ $output == *"freed=0"* ]] || fail "$output"
+	[[ $output == *"journal=0 [false]"* ]] || fail "inspect --journal: $output"
+	[[ $output == *"parse=ok"* ]] || fail "a line that is not JSON: $output"
+}

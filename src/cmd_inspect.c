@@ -226,14 +226,17 @@ static int inspect_registry(struct cli *c, struct registry *reg)
 	return output_json(c, out);
 }
 
+/* inspect --all --format text: every row rendered as it is read. */
 struct text_list {
-	struct lock_entry *items;
+	const struct cli *c;
+	struct output_text *items;
 	size_t n, cap;
 };
 
 static int keep_one(const struct lock_entry *e, void *arg)
 {
 	struct text_list *t = arg;
+	struct output_row row = { e, NULL, NULL };
 
 	/* A shared lock: one row per holder. */
 	for (size_t i = 0; i < e->n_holders; i++)
@@ -243,17 +246,14 @@ static int keep_one(const struct lock_entry *e, void *arg)
 		return 0;
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 16;
-		struct lock_entry *p = realloc(t->items, cap * sizeof(*p));
+		struct output_text *p = realloc(t->items, cap * sizeof(*p));
 		if (p == NULL)
 			return -1;
 		t->items = p;
 		t->cap = cap;
 	}
-	t->items[t->n] = *e;
-	/* The text table needs no document bytes; retained.json gives the
-	 * retention reason (a copy: e's is freed after this call). */
-	t->items[t->n].raw = NULL;
-	t->items[t->n].retained = e->retained ? strdup(e->retained) : NULL;
+	if (output_text_row(t->c, &row, &t->items[t->n]) != 0)
+		return -1;
 	t->n++;
 	return 0;
 }
@@ -261,32 +261,20 @@ static int keep_one(const struct lock_entry *e, void *arg)
 static int inspect_all(struct cli *c, struct registry *reg, bool text,
 		       struct wsl_error *err)
 {
-	/* The text table sizes its columns by every row, so it keeps them. */
+	/* The text table sizes its columns by every row, so it keeps them
+	 * (as text: a few hundred bytes a row). */
 	if (text) {
-		struct text_list t = { NULL, 0, 0 };
-		struct output_row *rows;
+		struct text_list t = { c, NULL, 0, 0 };
 		size_t i;
 		int rc;
 
-		if (registry_list(reg, true, keep_one, &t, err) != 0) {
-			for (i = 0; i < t.n; i++)
-				free(t.items[i].retained);
-			free(t.items);
-			if (err->code == WSL_OK)
-				wsl_error_set(err, WSL_OS, "out of memory");
-			return -1;
-		}
-		rows = calloc(t.n + 1, sizeof(*rows));
-		if (rows == NULL) {
-			free(t.items);
-			return wsl_error_set(err, WSL_OS, "out of memory");
-		}
+		rc = registry_list(reg, true, keep_one, &t, err);
+		if (rc != 0 && err->code == WSL_OK)
+			wsl_error_set(err, WSL_OS, "out of memory");
+		if (rc == 0)
+			rc = output_text_table(t.items, t.n);
 		for (i = 0; i < t.n; i++)
-			rows[i].e = &t.items[i];
-		rc = output_table(c, rows, t.n);
-		free(rows);
-		for (i = 0; i < t.n; i++)
-			free(t.items[i].retained);
+			output_text_free(&t.items[i]);
 		free(t.items);
 		return rc;
 	}

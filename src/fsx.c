@@ -158,9 +158,9 @@ static int explain_not_dir(int dirfd, const char *name, const char *path, int e,
  * failed, errno says why): a refusal explained, the opened object checked
  * (fsx_check_private). Returns fd, or -1 with err. */
 static int dir_opened(int dirfd, const char *name, const char *path, int fd,
-		      struct wsl_error *err)
+		      struct stat *out, struct wsl_error *err)
 {
-	struct stat st;
+	struct stat mine, *stp = out != NULL ? out : &mine;
 	int e;
 
 	if (fd < 0) {
@@ -171,8 +171,8 @@ static int dir_opened(int dirfd, const char *name, const char *path, int fd,
 		errno = e;
 		return -1;
 	}
-	if (fstat(fd, &st) != 0 ||
-	    fsx_check_private(&st, S_IFDIR, path, err) != 0) {
+	if (fstat(fd, stp) != 0 ||
+	    fsx_check_private(stp, S_IFDIR, path, err) != 0) {
 		if (err->code == WSL_OK)
 			wsl_error_errno(err, WSL_IO, errno, "cannot stat %s", path);
 		fsx_close(fd);
@@ -184,6 +184,12 @@ static int dir_opened(int dirfd, const char *name, const char *path, int fd,
 
 int fsx_open_dir_checked(int dirfd, const char *name, const char *path,
 			 bool create, struct wsl_error *err)
+{
+	return fsx_open_dir_checked_st(dirfd, name, path, create, NULL, err);
+}
+
+int fsx_open_dir_checked_st(int dirfd, const char *name, const char *path,
+			    bool create, struct stat *st, struct wsl_error *err)
 {
 	int fd;
 
@@ -197,7 +203,7 @@ int fsx_open_dir_checked(int dirfd, const char *name, const char *path,
 			return wsl_error_errno(err, WSL_IO, errno, "cannot create %s", path);
 		fd = fsx_openat(dirfd, name, O_RDONLY | O_DIRECTORY, 0);
 	}
-	return dir_opened(dirfd, name, path, fd, err);
+	return dir_opened(dirfd, name, path, fd, st, err);
 }
 
 int fsx_make_dir_checked(int dirfd, const char *name, const char *path,
@@ -208,7 +214,7 @@ int fsx_make_dir_checked(int dirfd, const char *name, const char *path,
 	if (mkdirat(dirfd, name, 0700) != 0)
 		return wsl_error_errno(err, WSL_IO, errno, "cannot create %s", path);
 	fd = fsx_openat(dirfd, name, O_RDONLY | O_DIRECTORY, 0);
-	return dir_opened(dirfd, name, path, fd, err);
+	return dir_opened(dirfd, name, path, fd, NULL, err);
 }
 
 int fsx_open_failed(int e, const char *path, struct wsl_error *err)

@@ -64,6 +64,12 @@ int fsx_make_dir_checked(int dirfd, const char *name, const char *path,
 int fsx_open_dir_checked(int dirfd, const char *name, const char *path,
 			 bool create, struct wsl_error *err);
 
+/* fsx_open_dir_checked, also filling *st with the opened directory's
+ * fstat (its device and inode: what a reader compares later to tell that
+ * the directory is still linked where it opened it). */
+int fsx_open_dir_checked_st(int dirfd, const char *name, const char *path,
+			    bool create, struct stat *st, struct wsl_error *err);
+
 /*
  * Fills err for an open(2) of path (the full path, for the message) that
  * failed with errno e: WSL_UNSAFE_PATH for a symbolic link (ELOOP, from

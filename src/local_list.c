@@ -13,27 +13,43 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* locks/ as local_list reads it, one slice of the key space at a time:
- * the keys of the slice (nearly every entry is a key) as 32 bytes each,
- * and every other name (reported as corrupt) as a string. Sorted bytes of
- * keys are sorted hex strings. */
+/* locks/ as local_list reads it, one pass at a time: the LIST_PASS_KEYS
+ * smallest keys above the last one handed over (a bounded max-heap while
+ * the pass reads, sorted after it) as 32 bytes each, and every other
+ * name (reported as corrupt) as a string. Sorted bytes of keys are sorted
+ * hex strings. */
 struct lock_names {
 	unsigned char (*keys)[WSL_KEY_HEX / 2];
-	size_t nkeys, capkeys;
-	size_t seen;		/* keys in locks/, whatever their slice */
+	size_t nkeys;
 	char **other;
 	size_t nother, capother;
 };
 
 /* Keys read per pass over locks/ (32 bytes each): a registry with more
- * is read in several passes, each keeping one slice of the key space, so
- * that the memory of inspect --all stays flat however many locks there
- * are (a pass costs one readdir, about a microsecond per entry). */
-#define LIST_SLICE_KEYS 2048
+ * is read in several passes, each keeping the next LIST_PASS_KEYS keys in
+ * name order, so that the memory of inspect --all stays flat however many
+ * locks there are. A pass costs one readdir of locks/ (at 10 000 locks, a
+ * few milliseconds), so passes are kept full: ceil(keys / LIST_PASS_KEYS). */
+#define LIST_PASS_KEYS 2048
 
+/* The value of a lowercase hex digit, or -1. */
 static int nibble(char c)
 {
-	return c <= '9' ? c - '0' : c - 'a' + 10;
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Whether name is a key (key_valid: WSL_KEY_HEX lowercase hex digits),
+ * decoded into k on the way: one look at each of the readdir's names. */
+static bool key_bytes(const char *name, unsigned char k[WSL_KEY_HEX / 2])
+{
+	for (size_t i = 0; i < WSL_KEY_HEX / 2; i++) {
+		int hi = nibble(name[2 * i]), lo = hi < 0 ? -1 : nibble(name[2 * i + 1]);
+
+		if (lo < 0)
+			return false;
+		k[i] = (unsigned char)(hi << 4 | lo);
+	}
+	return name[WSL_KEY_HEX] == '\0';
 }
 
 static void key_to_hex(const unsigned char *k, char out[WSL_KEY_HEX + 1])
@@ -57,42 +73,43 @@ static int name_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Keeps name: a key whose first two bytes are in [lo, hi), or (with
+/* Puts k into the max-heap l->keys (at most LIST_PASS_KEYS, the largest
+ * first): the pass keeps the smallest keys it meets. */
+static void heap_offer(struct lock_names *l, const unsigned char *k)
+{
+	size_t i, c;
+
+	if (l->nkeys < LIST_PASS_KEYS) {
+		/* sift up */
+		for (i = l->nkeys++; i > 0 && key_bytes_cmp(l->keys[(i - 1) / 2], k) < 0;
+		     i = (i - 1) / 2)
+			memcpy(l->keys[i], l->keys[(i - 1) / 2], sizeof(l->keys[i]));
+		memcpy(l->keys[i], k, sizeof(l->keys[i]));
+		return;
+	}
+	if (key_bytes_cmp(k, l->keys[0]) >= 0)
+		return;
+	/* replace the largest, sift down */
+	for (i = 0; (c = 2 * i + 1) < l->nkeys; i = c) {
+		if (c + 1 < l->nkeys && key_bytes_cmp(l->keys[c + 1], l->keys[c]) > 0)
+			c++;
+		if (key_bytes_cmp(l->keys[c], k) <= 0)
+			break;
+		memcpy(l->keys[i], l->keys[c], sizeof(l->keys[i]));
+	}
+	memcpy(l->keys[i], k, sizeof(l->keys[i]));
+}
+
+/* Keeps name: a key above after (any key when after is NULL), or (with
  * others) a name that is not a key. */
-static int names_add(struct lock_names *l, const char *name, unsigned lo, unsigned hi,
+static int names_add(struct lock_names *l, const char *name, const unsigned char *after,
 		     bool others)
 {
-	/* A later pass (others false) wants only the keys of its slice:
-	 * the first four digits tell, before the other 60 are checked. */
-	if (!others) {
-		unsigned prefix = 0;
-		size_t i;
+	unsigned char k[WSL_KEY_HEX / 2];
 
-		for (i = 0; i < 4 && ((name[i] >= '0' && name[i] <= '9') ||
-				      (name[i] >= 'a' && name[i] <= 'f')); i++)
-			prefix = prefix << 4 | (unsigned)nibble(name[i]);
-		if (i == 4 && (prefix < lo || prefix >= hi))
-			return 0;
-	}
-	if (key_valid(name)) {
-		unsigned char k[WSL_KEY_HEX / 2];
-		unsigned prefix;
-
-		for (size_t i = 0; i < sizeof(k); i++)
-			k[i] = (unsigned char)(nibble(name[2 * i]) << 4 | nibble(name[2 * i + 1]));
-		l->seen++;
-		prefix = (unsigned)k[0] << 8 | k[1];
-		if (prefix < lo || prefix >= hi)
-			return 0;
-		if (l->nkeys == l->capkeys) {
-			size_t cap = l->capkeys ? l->capkeys * 2 : 256;
-			void *p = realloc(l->keys, cap * sizeof(*l->keys));
-			if (p == NULL)
-				return -1;
-			l->keys = p;
-			l->capkeys = cap;
-		}
-		memcpy(l->keys[l->nkeys++], k, sizeof(k));
+	if (key_bytes(name, k)) {
+		if (after == NULL || key_bytes_cmp(k, after) > 0)
+			heap_offer(l, k);
 		return 0;
 	}
 	if (!others)
@@ -120,17 +137,19 @@ static void names_free(struct lock_names *l)
 	free(l->keys);
 }
 
-/* One pass over locks/: the keys of the slice [lo, hi) into l (sorted),
- * and with others the other names too. */
-static int names_read(struct registry *reg, struct lock_names *l, unsigned lo,
-		      unsigned hi, bool others, struct wsl_error *err)
+/* One pass over locks/: the LIST_PASS_KEYS smallest keys above after
+ * (NULL: from the first) into l, sorted, and with others the other names
+ * too. */
+static int names_read(struct registry *reg, struct lock_names *l, const unsigned char *after,
+		      bool others, struct wsl_error *err)
 {
 	struct dirent *de;
 	DIR *dir;
 	int fd, rc = 0;
 
 	l->nkeys = 0;
-	l->seen = 0;
+	if (l->keys == NULL && (l->keys = malloc(LIST_PASS_KEYS * sizeof(*l->keys))) == NULL)
+		return wsl_error_errno(err, WSL_OS, errno, "out of memory");
 	fd = fsx_openat(loc(reg)->locks_fd, ".", O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0 || (dir = fdopendir(fd)) == NULL) {
 		fsx_close(fd);
@@ -139,10 +158,7 @@ static int names_read(struct registry *reg, struct lock_names *l, unsigned lo,
 	while ((de = readdir(dir)) != NULL) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		/* The first pass keeps every key only while they are few. */
-		if (hi - lo == 0x10000 && l->nkeys >= LIST_SLICE_KEYS)
-			lo = hi;	/* from now on only counted */
-		if (names_add(l, de->d_name, lo, hi, others) != 0) {
+		if (names_add(l, de->d_name, after, others) != 0) {
 			rc = wsl_error_errno(err, WSL_OS, errno, "out of memory");
 			break;
 		}
@@ -180,38 +196,40 @@ static int list_entry(struct registry *reg, const char *name, bool probe,
 }
 
 /* Every lock, in the order of its name, each read (without the
- * coordination lock: section 5) and handed to fn as it is read. A first
- * pass over locks/ counts the keys (keeping them when they are few); a
- * larger registry is then read slice by slice of the key space, so memory
- * stays that of LIST_SLICE_KEYS keys. The few names that are not keys are
- * merged in by name. A lock made or removed during the listing is listed
- * or not, as with one readdir; none is listed twice (slices are
- * disjoint). */
+ * coordination lock: section 5) and handed to fn as it is read. Each pass
+ * over locks/ keeps the next LIST_PASS_KEYS keys above the last one
+ * handed over, so memory stays that of LIST_PASS_KEYS keys and a registry
+ * of N locks is read in ceil(N / LIST_PASS_KEYS) passes. The few names
+ * that are not keys (read in the first pass) are merged in by name. A
+ * lock made or removed during the listing is listed or not, as with one
+ * readdir; none is listed twice (each pass starts above the last key). */
 int local_list(struct registry *reg, bool probe,
 	       int (*fn)(const struct lock_entry *e, void *arg), void *arg,
 	       struct wsl_error *err)
 {
 	struct lock_names l = { 0 };
+	unsigned char last[WSL_KEY_HEX / 2];
 	char hex[WSL_KEY_HEX + 1];
-	size_t o = 0, slices = 1;
-	int rc;
+	size_t o = 0;
+	bool first = true, more = true;
+	int rc = 0;
 
 	if (loc(reg)->locks_fd < 0)
 		return 0;
 	if (probe)
 		liveness_memo_begin();	/* many locks, often of one holder */
-	rc = names_read(reg, &l, 0, 0x10000, true, err);
-	if (rc == 0 && l.seen > LIST_SLICE_KEYS)
-		/* Room for the unevenness of a slice: 3/4 full on average. */
-		slices = (l.seen + LIST_SLICE_KEYS * 3 / 4 - 1) / (LIST_SLICE_KEYS * 3 / 4);
-	for (size_t p = 0; rc == 0 && p < slices; p++) {
-		unsigned lo = (unsigned)(p * 0x10000 / slices);
-		unsigned hi = (unsigned)((p + 1) * 0x10000 / slices);
+	owner_memo_begin();	/* each document is printed as it was read */
+	loc(reg)->listing = true;
+	while (rc == 0 && more) {
 		size_t k = 0;
 
-		if (slices > 1 && (rc = names_read(reg, &l, lo, hi, false, err)) != 0)
+		rc = names_read(reg, &l, first ? NULL : last, first, err);
+		if (rc != 0)
 			break;
-		/* This slice's keys, with the other names that sort before
+		/* A full pass may have left keys above its last one. */
+		more = l.nkeys == LIST_PASS_KEYS;
+		first = false;
+		/* This pass's keys, with the other names that sort before
 		 * each. */
 		while (rc == 0 && k < l.nkeys) {
 			key_to_hex(l.keys[k], hex);
@@ -222,11 +240,15 @@ int local_list(struct registry *reg, bool probe,
 			rc = list_entry(reg, hex, probe, fn, arg, err);
 			k++;
 		}
+		if (l.nkeys > 0)
+			memcpy(last, l.keys[l.nkeys - 1], sizeof(last));
 	}
 	while (rc == 0 && o < l.nother)
 		rc = list_entry(reg, l.other[o++], probe, fn, arg, err);
 	if (probe)
 		liveness_memo_end();
+	owner_memo_end();
+	loc(reg)->listing = false;
 	names_free(&l);
 	return rc;
 }

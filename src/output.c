@@ -176,11 +176,20 @@ int output_stream_item(struct output_stream *s, json_t *item)
 		rc = fputs(sep, stdout) == EOF ||
 		     json_dump_callback(item, stream_indented, NULL, JSON_INDENT(2)) != 0;
 	} else {
-		/* Dumped whole, then written at once: json_dumpf writes every
-		 * token with an fwrite of its own (a tenth of inspect --all's
-		 * time at 10 000 locks). */
-		char *text = json_dumps(item, JSON_COMPACT);
-		rc = text == NULL || fputs(sep, stdout) == EOF || fputs(text, stdout) == EOF;
+		/* Dumped whole into a buffer, then written at once: json_dumpf
+		 * writes every token with an fwrite of its own (a tenth of
+		 * inspect --all's time at 10 000 locks), json_dumps grows a
+		 * buffer of its own and copies it. An item larger than buf (a
+		 * shared lock of many holders) goes through json_dumps. */
+		char buf[16384], *text = NULL;
+		size_t len = json_dumpb(item, buf, sizeof(buf), JSON_COMPACT);
+
+		if (len > sizeof(buf)) {
+			text = json_dumps(item, JSON_COMPACT);
+			len = text != NULL ? strlen(text) : 0;
+		}
+		rc = len == 0 || fputs(sep, stdout) == EOF ||
+		     fwrite(text != NULL ? text : buf, 1, len, stdout) != len;
 		free(text);
 	}
 	json_decref(item);
@@ -208,9 +217,13 @@ int output_stream_end(struct output_stream *s)
 json_t *output_entry_json(const struct lock_entry *e)
 {
 	json_t *o = json_object();
+	/* One object for "owner" and "owners" of an exclusive lock. */
+	json_t *own = e->has_owner ? owner_to_json(&e->owner) : NULL;
 
-	if (o == NULL)
+	if (o == NULL) {
+		json_decref(own);
 		return NULL;
+	}
 	json_object_set_new(o, "workspace_root",
 			    e->workspace_root[0] ? json_string(e->workspace_root) : json_null());
 	json_object_set_new(o, "state", json_string(lock_state_name(e->state)));
@@ -219,7 +232,8 @@ json_t *output_entry_json(const struct lock_entry *e)
 			    json_string(liveness_name(e->liveness)) : json_null());
 	json_object_set_new(o, "liveness_reason", e->probed ?
 			    json_string(e->reason) : json_null());
-	json_object_set_new(o, "owner", e->has_owner ? owner_to_json(&e->owner) : json_null());
+	/* (NULL, which set_new refuses, leaves the key out, as before.) */
+	json_object_set_new(o, "owner", e->has_owner ? json_incref(own) : json_null());
 	if (e->state == LOCK_CORRUPT)
 		json_object_set_new(o, "problem", json_string(e->problem));
 	if (e->state == LOCK_RETAINED && e->retained != NULL) {
@@ -239,8 +253,8 @@ json_t *output_entry_json(const struct lock_entry *e)
 		for (size_t i = 0; i < e->n_holders; i++)
 			if (e->holders[i].has_owner)
 				json_array_append_new(owners, owner_to_json(&e->holders[i].owner));
-		if (!e->shared && e->has_owner)
-			json_array_append_new(owners, owner_to_json(&e->owner));
+		if (!e->shared && own != NULL)
+			json_array_append(owners, own);
 		json_object_set_new(o, "owners", owners);
 	}
 	if (e->holders != NULL) {
@@ -250,6 +264,7 @@ json_t *output_entry_json(const struct lock_entry *e)
 			json_array_append_new(hs, output_entry_json(&e->holders[i]));
 		json_object_set_new(o, "holders", hs);
 	}
+	json_decref(own);
 	return o;
 }
 
@@ -526,25 +541,26 @@ static void format_age(const char *iso, char *out, size_t len)
 
 /* Under a lock's row: its operation, when it was taken (absolute), why it
  * is retained, and the command to run next for a dead or unknown owner. */
-static void row_details(const struct cli *c, const struct lock_entry *e, const char *indent)
+static void row_details(FILE *out, const struct cli *c, const struct lock_entry *e,
+			const char *indent)
 {
 	char pre[PATH_MAX * 2 + 64], ws[PATH_MAX * 4 + 8] = "";
 	char line[PATH_MAX * 8 + 256];
 
 	if (e->state == LOCK_CORRUPT && output_corrupt_next(c, e, line, sizeof(line))) {
 		if (e->workspace_root[0] == '\0')
-			printf("%s  next: its document does not say which workspace it locks: set WORKSPACE to it\n"
+			fprintf(out, "%s  next: its document does not say which workspace it locks: set WORKSPACE to it\n"
 			       "%s  (only that workspace's key finds this lock), check it, set REASON to why\n"
 			       "%s  clearing it is safe and run:\n"
 			       "    %s\n", indent, indent, indent, line);
 		else
-			printf("%s  next: after checking the workspace, set REASON to why clearing it is safe and run:\n"
+			fprintf(out, "%s  next: after checking the workspace, set REASON to why clearing it is safe and run:\n"
 			       "    %s\n", indent, line);
 		return;
 	}
 	if (!e->has_owner)
 		return;
-	printf("%s  operation %s, acquired %s\n", indent, e->owner.operation_id,
+	fprintf(out, "%s  operation %s, acquired %s\n", indent, e->owner.operation_id,
 	       e->owner.acquired_at);
 	if (e->state == LOCK_RETAINED) {
 		json_t *r = e->retained ? json_loads(e->retained, 0, NULL) : NULL;
@@ -553,7 +569,7 @@ static void row_details(const struct cli *c, const struct lock_entry *e, const c
 		char text[1024];
 
 		one_line(why ? why : "(no reason recorded)", text, sizeof(text));
-		printf("%s  retained: %s%s%s\n", indent, text, at ? ", at " : "", at ? at : "");
+		fprintf(out, "%s  retained: %s%s%s\n", indent, text, at ? ", at " : "", at ? at : "");
 		json_decref(r);
 	}
 	if (!e->probed)
@@ -563,49 +579,114 @@ static void row_details(const struct cli *c, const struct lock_entry *e, const c
 	if (e->liveness == LIVENESS_DEAD) {
 		recover_line(pre, ws, lockrules_holder_document(e) ? e->lock_path : NULL,
 			     line, sizeof(line));
-		printf("%s  next: check the workspace, then recover it, with your repair as REPAIR-CMD:\n"
+		fprintf(out, "%s  next: check the workspace, then recover it, with your repair as REPAIR-CMD:\n"
 		       "    %s\n", indent, line);
 	} else if (e->liveness == LIVENESS_UNKNOWN) {
-		printf("%s  next: its liveness cannot be proven here; check that host or container\n"
+		fprintf(out, "%s  next: its liveness cannot be proven here; check that host or container\n"
 		       "%s  by hand (wslock(1), RECOVERY), starting from:\n"
 		       "    %s inspect %s\n", indent, indent, pre, ws);
 	}
+}
+
+/* The WORKSPACE cell of row r. */
+static const char *row_name(const struct output_row *r)
+{
+	return r->label ? r->label : r->e->workspace_root[0] ? r->e->workspace_root : r->e->key;
+}
+
+/* Row r after its WORKSPACE cell and the two spaces after it: the rest of
+ * its line and the lines under it, on out. */
+static void row_rest(FILE *out, const struct cli *c, const struct output_row *r)
+{
+	const struct lock_entry *e = r->e;
+	char holder[300] = "-", age[32] = "-";
+	const char *note = r->note;
+
+	if (e->has_owner) {
+		snprintf(holder, sizeof(holder), "%ld@%s", (long)e->owner.pid, e->owner.host);
+		format_age(e->owner.acquired_at, age, sizeof(age));
+	}
+	fprintf(out, "%-8s  %-8s  %-20s  %-7s  %s\n",
+		e->shared && e->state == LOCK_HELD ? "shared" : lock_state_name(e->state),
+		e->probed ? liveness_name(e->liveness) : "-",
+		holder, age, e->has_owner ? e->owner.purpose : "-");
+	if (note == NULL)
+		note = e->state == LOCK_CORRUPT ? e->problem :
+			e->probed && e->has_owner ? e->reason : NULL;
+	if (note != NULL && note[0] != '\0')
+		fprintf(out, "%s  %s\n", r->label ? "  " : "", note);
+	if (e->state != LOCK_FREE)
+		row_details(out, c, e, r->label ? "  " : "");
+}
+
+int output_text_row(const struct cli *c, const struct output_row *r, struct output_text *t)
+{
+	size_t len;
+	FILE *out;
+
+	t->rest = NULL;
+	t->name = strdup(row_name(r));
+	out = t->name != NULL ? open_memstream(&t->rest, &len) : NULL;
+	if (out == NULL) {
+		free(t->name);
+		t->name = NULL;
+		return -1;
+	}
+	row_rest(out, c, r);
+	if (fclose(out) != 0) {
+		free(t->name);
+		free(t->rest);
+		t->name = t->rest = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+void output_text_free(struct output_text *t)
+{
+	free(t->name);
+	free(t->rest);
+	t->name = t->rest = NULL;
+}
+
+/* The header, sized by the widest WORKSPACE cell of n (names[i]). */
+static void table_header(size_t wcol)
+{
+	printf("%-*s  %-8s  %-8s  %-20s  %-7s  %s\n", (int)wcol, "WORKSPACE", "STATE",
+	       "LIVENESS", "HOLDER", "AGE", "PURPOSE");
+}
+
+static size_t name_width(size_t wcol, const char *name)
+{
+	size_t n = strlen(name);
+
+	return n > wcol ? n : wcol;
+}
+
+int output_text_table(const struct output_text *rows, size_t n)
+{
+	size_t wcol = strlen("WORKSPACE"), i;
+
+	for (i = 0; i < n; i++)
+		wcol = name_width(wcol, rows[i].name);
+	table_header(wcol);
+	for (i = 0; i < n; i++)
+		printf("%-*s  %s", (int)wcol, rows[i].name, rows[i].rest);
+	if (fflush(stdout) == EOF || ferror(stdout))
+		return write_failed(errno);
+	return 0;
 }
 
 int output_table(const struct cli *c, const struct output_row *rows, size_t n)
 {
 	size_t wcol = strlen("WORKSPACE"), i;
 
+	for (i = 0; i < n; i++)
+		wcol = name_width(wcol, row_name(&rows[i]));
+	table_header(wcol);
 	for (i = 0; i < n; i++) {
-		const char *name = rows[i].label ? rows[i].label :
-			rows[i].e->workspace_root[0] ? rows[i].e->workspace_root : rows[i].e->key;
-		if (strlen(name) > wcol)
-			wcol = strlen(name);
-	}
-	printf("%-*s  %-8s  %-8s  %-20s  %-7s  %s\n", (int)wcol, "WORKSPACE", "STATE",
-	       "LIVENESS", "HOLDER", "AGE", "PURPOSE");
-	for (i = 0; i < n; i++) {
-		const struct lock_entry *e = rows[i].e;
-		const char *name = rows[i].label ? rows[i].label :
-			e->workspace_root[0] ? e->workspace_root : e->key;
-		char holder[300] = "-", age[32] = "-";
-		const char *note = rows[i].note;
-
-		if (e->has_owner) {
-			snprintf(holder, sizeof(holder), "%ld@%s", (long)e->owner.pid, e->owner.host);
-			format_age(e->owner.acquired_at, age, sizeof(age));
-		}
-		printf("%-*s  %-8s  %-8s  %-20s  %-7s  %s\n", (int)wcol, name,
-		       e->shared && e->state == LOCK_HELD ? "shared" : lock_state_name(e->state),
-		       e->probed ? liveness_name(e->liveness) : "-",
-		       holder, age, e->has_owner ? e->owner.purpose : "-");
-		if (note == NULL)
-			note = e->state == LOCK_CORRUPT ? e->problem :
-				e->probed && e->has_owner ? e->reason : NULL;
-		if (note != NULL && note[0] != '\0')
-			printf("%s  %s\n", rows[i].label ? "  " : "", note);
-		if (e->state != LOCK_FREE)
-			row_details(c, e, rows[i].label ? "  " : "");
+		printf("%-*s  ", (int)wcol, row_name(&rows[i]));
+		row_rest(stdout, c, &rows[i]);
 	}
 	if (fflush(stdout) == EOF || ferror(stdout))
 		return write_failed(errno);

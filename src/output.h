@@ -82,6 +82,22 @@ struct output_row {
  * registry options of c when it is not the default). */
 int output_table(const struct cli *c, const struct output_row *rows, size_t n);
 
+/* One row of output_table rendered ahead (inspect --all --format text:
+ * the table's width comes from every row, so rows are kept, and a kept
+ * row is its text, not its lock entry): its WORKSPACE cell and the rest,
+ * both malloc(3)ed. output_text_row renders r (0, or -1 when out of
+ * memory, t then empty); output_text_free frees t's strings. */
+struct output_text {
+	char *name;
+	char *rest;
+};
+int output_text_row(const struct cli *c, const struct output_row *r, struct output_text *t);
+void output_text_free(struct output_text *t);
+
+/* Prints n rendered rows as output_table prints their rows, byte for
+ * byte; 0, or the exit status of a failed write (as output_json). */
+int output_text_table(const struct output_text *rows, size_t n);
+
 /* inspect --journal --format text: list (the journal's lines as JSON
  * objects, oldest first) as a table on stdout, one line an entry: TIME,
  * ACTION, WORKSPACE, WHO (the actor: pid@host uid N) and REASON (why it

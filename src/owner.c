@@ -459,15 +459,26 @@ static int doc_schema(json_t *doc, char *why, size_t whylen)
 	return (int)json_integer_value(v);
 }
 
-/* Exactly the keys of schema version schema, each once. */
-static int check_keys(json_t *doc, int schema, char *why, size_t whylen)
+/* Exactly the keys of schema version schema, each once; *in_order tells
+ * whether they come in the order owner_to_json writes them (so that doc
+ * dumps to the very bytes owner_to_json's object would). */
+static int check_keys(json_t *doc, int schema, bool *in_order, char *why, size_t whylen)
 {
 	const struct field *f;
 	const char *key;
 	json_t *v;
-	size_t i;
+	size_t i, next = 0;
 
+	*in_order = true;
 	json_object_foreach(doc, key, v) {
+		/* Documents are written in order: the next field is the one. */
+		while (next < NFIELDS && fields[next].since > schema)
+			next++;
+		if (next < NFIELDS && strcmp(key, fields[next].key) == 0) {
+			next++;
+			continue;
+		}
+		*in_order = false;
 		f = field_find(key);
 		if (f == NULL || f->since > schema)
 			return why_set(why, whylen, "unknown key \"%.64s\"%s", key,
@@ -480,12 +491,47 @@ static int check_keys(json_t *doc, int schema, char *why, size_t whylen)
 	return 0;
 }
 
+/* owner_memo_begin's memo: the document owner_parse read last, with the
+ * owner it gave, while it is on (a listing); NULL doc: none. */
+static struct {
+	bool on;
+	json_t *doc;
+	struct owner o;
+} memo;
+
+void owner_memo_begin(void)
+{
+	memo.on = true;
+}
+
+void owner_memo_end(void)
+{
+	json_decref(memo.doc);
+	memo.doc = NULL;
+	memo.on = false;
+}
+
+/* Keeps doc, just parsed into o, as the memo (when it is on and doc's
+ * keys are in owner_to_json's order). */
+static void memo_keep(json_t *doc, bool in_order, const struct owner *o)
+{
+	if (!memo.on)
+		return;
+	json_decref(memo.doc);
+	memo.doc = NULL;
+	if (!in_order)
+		return;
+	memo.doc = json_incref(doc);
+	memo.o = *o;
+}
+
 int owner_parse(const char *buf, size_t len, struct owner *o, char *why,
 		size_t whylen)
 {
 	json_error_t jerr;
 	json_t *doc;
 	size_t i;
+	bool in_order;
 	int rc = -1;
 
 	memset(o, 0, sizeof(*o));
@@ -506,7 +552,7 @@ int owner_parse(const char *buf, size_t len, struct owner *o, char *why,
 		goto out;
 	}
 	o->schema = doc_schema(doc, why, whylen);
-	if (o->schema < 0 || check_keys(doc, o->schema, why, whylen) != 0)
+	if (o->schema < 0 || check_keys(doc, o->schema, &in_order, why, whylen) != 0)
 		goto out;
 	for (i = 0; i < NFIELDS; i++)
 		if (fields[i].since <= o->schema &&
@@ -517,6 +563,7 @@ int owner_parse(const char *buf, size_t len, struct owner *o, char *why,
 		why_set(why, whylen, "policy pid-start-boot needs \"boot_id\" and \"pid_start_ticks\"");
 		goto out;
 	}
+	memo_keep(doc, in_order, o);
 	rc = 0;
 out:
 	json_decref(doc);
@@ -567,9 +614,14 @@ static json_t *field_to_json(const struct owner *o, const struct field *f)
 
 json_t *owner_to_json(const struct owner *o)
 {
-	json_t *doc = json_object();
+	json_t *doc;
 	size_t i;
 
+	/* The document just parsed: the same keys in the same order with the
+	 * same values, so the same bytes, without building it again. */
+	if (memo.doc != NULL && owner_equal(o, &memo.o))
+		return json_incref(memo.doc);
+	doc = json_object();
 	if (doc == NULL)
 		return NULL;
 	for (i = 0; i < NFIELDS; i++) {

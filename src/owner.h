@@ -134,9 +134,20 @@ int owner_parse_saved(const char *buf, size_t len, struct owner *o, char *why,
 bool owner_guess_workspace(const char *buf, size_t len, char out[PATH_MAX]);
 
 /* The document as a new jansson object (keys in DESIGN.md order; a version
- * 1 document with its 13 keys only, as 0.1 wrote them), or NULL
+ * 1 document with its 13 keys only, as 0.1 wrote them; during a listing
+ * possibly a new reference to the parsed one: owner_memo_begin), or NULL
  * on allocation failure or a path that is not valid UTF-8. */
 json_t *owner_to_json(const struct owner *o);
+
+/* Between owner_memo_begin and owner_memo_end (a listing: inspect --all
+ * reads thousands of documents), owner_parse keeps the document it read
+ * last, and owner_to_json of an owner equal to the one it gave (every
+ * key, owner_equal) returns that very object, one more reference to it,
+ * instead of building it again: the same keys, order and values, so the
+ * same bytes once dumped. Its callers there must not change the object.
+ * The memo holds one document at a time; owner_memo_end drops it. */
+void owner_memo_begin(void);
+void owner_memo_end(void);
 
 /* The document as a new NUL-terminated string (free(3) it): compact on one
  * line, or indented by two when pretty. NULL on failure. */

@@ -153,13 +153,18 @@ static void set_corrupt_err(struct lock_entry *e, const struct wsl_error *why)
 	e->unsafe = why->code == WSL_UNSAFE_PATH;
 }
 
-/* Whether the directory fd is still the lock directory locks/key. */
-static bool still_linked(const struct registry *reg, const char *key, int fd)
+/* Whether the directory fd (its fstat in *st, or NULL) is still the lock
+ * directory locks/key. */
+static bool still_linked(const struct registry *reg, const char *key, int fd,
+			 const struct stat *st)
 {
 	struct stat a, b;
 
-	if (fstat(fd, &a) != 0 || fstatat(loc(reg)->locks_fd, key, &b, AT_SYMLINK_NOFOLLOW) != 0)
+	if ((st == NULL && fstat(fd, &a) != 0) ||
+	    fstatat(loc(reg)->locks_fd, key, &b, AT_SYMLINK_NOFOLLOW) != 0)
 		return false;
+	if (st != NULL)
+		a = *st;
 	return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
@@ -203,14 +208,15 @@ static void probe_corrupt(int fd, struct lock_entry *e)
 }
 
 static int read_entry_at(struct registry *reg, const char *key, int fd,
-			 const char *dirpath, bool probe, struct lock_entry *e,
-			 struct wsl_error *err);
+			 const struct stat *dirst, const char *dirpath, bool probe,
+			 struct lock_entry *e, struct wsl_error *err);
 
 int local_get_key(struct registry *reg, const char *key, bool probe,
 		  struct lock_entry *e, struct wsl_error *err)
 {
 	char dirpath[PATH_MAX];
 	struct wsl_error local = { 0 };
+	struct stat dirst;
 	int fd, rc;
 
 	memset(e, 0, sizeof(*e));
@@ -221,7 +227,7 @@ int local_get_key(struct registry *reg, const char *key, bool probe,
 	if (path_join(dirpath, reg->path, "locks", err) != 0 ||
 	    path_join(dirpath, dirpath, key, err) != 0)
 		return -1;
-	fd = fsx_open_dir_checked(loc(reg)->locks_fd, key, dirpath, false, &local);
+	fd = fsx_open_dir_checked_st(loc(reg)->locks_fd, key, dirpath, false, &dirst, &local);
 	if (fd < 0) {
 		if (local.sys_errno == ENOENT && local.code == WSL_IO) {
 			wsl_error_clear(&local);
@@ -236,7 +242,7 @@ int local_get_key(struct registry *reg, const char *key, bool probe,
 		*err = local;
 		return -1;
 	}
-	rc = read_entry_at(reg, key, fd, dirpath, probe, e, err);
+	rc = read_entry_at(reg, key, fd, &dirst, dirpath, probe, e, err);
 	fsx_close(fd);
 	return rc;
 }
@@ -245,8 +251,8 @@ int local_get_key(struct registry *reg, const char *key, bool probe,
  * *e, as local_get_key reads it (a shared lock by local_shared.c); fd
  * stays open. */
 static int read_entry_at(struct registry *reg, const char *key, int fd,
-			 const char *dirpath, bool probe, struct lock_entry *e,
-			 struct wsl_error *err)
+			 const struct stat *dirst, const char *dirpath, bool probe,
+			 struct lock_entry *e, struct wsl_error *err)
 {
 	memset(e, 0, sizeof(*e));
 	e->state = LOCK_FREE;
@@ -257,7 +263,7 @@ static int read_entry_at(struct registry *reg, const char *key, int fd,
 	/* Read without the coordination lock (inspect, the reclaim preview):
 	 * a lock released meanwhile was renamed away from locks/KEY, and what
 	 * was read from it is not a lock any more. */
-	if (loc(reg)->coord_held == 0 && !still_linked(reg, key, fd)) {
+	if (loc(reg)->coord_held == 0 && !still_linked(reg, key, fd, dirst)) {
 		lock_entry_free(e);
 		snprintf(e->key, sizeof(e->key), "%s", key);
 	}
@@ -271,6 +277,7 @@ int local_read_dir(struct registry *reg, const char *key, int fd,
 	char path[PATH_MAX], why[256];
 	char check[WSL_KEY_HEX + 1];
 	struct wsl_error local = { 0 };
+	struct stat st;
 	size_t len;
 
 	memset(e, 0, sizeof(*e));
@@ -278,8 +285,7 @@ int local_read_dir(struct registry *reg, const char *key, int fd,
 	snprintf(e->key, sizeof(e->key), "%s", key);
 	if (path_join(e->lock_path, dirpath, "owner.json", err) != 0)
 		return -1;
-	{
-		struct stat st;
+	if (!loc(reg)->listing) {
 		if (fstatat(fd, "live", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
 			e->live_dev = st.st_dev;
 			e->live_ino = st.st_ino;
@@ -324,10 +330,12 @@ int local_read_dir(struct registry *reg, const char *key, int fd,
 		 e->owner.workspace_root);
 	e->state = LOCK_HELD;
 	path_join(path, dirpath, "retained.json", err);
-	if (fsx_read_file_checked(fd, "retained.json", path, OWNER_DOC_MAX,
+	/* (Looked up first: a failed open costs more than a failed stat.) */
+	if (!(fstatat(fd, "retained.json", &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT) &&
+	    fsx_read_file_checked(fd, "retained.json", path, OWNER_DOC_MAX,
 				  &e->retained, &len, &local) == 0) {
 		e->state = LOCK_RETAINED;
-	} else if (local.sys_errno != ENOENT) {
+	} else if (local.code != WSL_OK && local.sys_errno != ENOENT) {
 		set_corrupt_err(e, &local);
 		e->has_owner = false;
 		wsl_error_clear(&local);
@@ -828,13 +836,13 @@ static int local_nest_lock(struct registry *reg, const char *workspace,
 	/* The lock may have been released, or taken over, before we held
 	 * it: then this file protects nothing. */
 	rc = 0;
-	if ((loc(reg)->coord_held != 0 || (op & LOCK_EX) != 0) && !still_linked(reg, key, lfd)) {
+	if ((loc(reg)->coord_held != 0 || (op & LOCK_EX) != 0) && !still_linked(reg, key, lfd, NULL)) {
 		rc = NEST_LOCK_GONE;
 	} else if ((op & LOCK_EX) != 0) {
 		/* The holder before it lets go: it checks its token under
 		 * .coordination in that release; meanwhile this only keeps
 		 * nested runs from starting. */
-	} else if (read_entry_at(reg, key, lfd, dirpath, false, &e, err) != 0) {
+	} else if (read_entry_at(reg, key, lfd, NULL, dirpath, false, &e, err) != 0) {
 		rc = -1;
 	} else {
 		/* Read without .coordination, a lock renamed away reads as

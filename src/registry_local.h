@@ -52,6 +52,8 @@ struct local {
 	bool below_left;	/* a mutation met a format 2 below marker in ids/ */
 	struct local_prestage *pre;	/* REGISTRY_MULTI_MAX locks staged before
 					 * .coordination (local_prestage.c), or NULL */
+	bool listing;		/* local_list runs: its entries go to readers,
+				 * which need no live file identity (nest.c) */
 };
 
 static inline struct local *loc(const struct registry *reg)

@@ -20,7 +20,7 @@
  * hex strings. */
 struct lock_names {
 	unsigned char (*keys)[WSL_KEY_HEX / 2];
-	size_t nkeys;
+	size_t nkeys, cap;	/* cap: pass_keys() */
 	char **other;
 	size_t nother, capother;
 };
@@ -31,6 +31,21 @@ struct lock_names {
  * locks there are. A pass costs one readdir of locks/ (at 10 000 locks, a
  * few milliseconds), so passes are kept full: ceil(keys / LIST_PASS_KEYS). */
 #define LIST_PASS_KEYS 2048
+
+/* LIST_PASS_KEYS, or in the test build WSLOCK_TEST_LIST_PASS (1..2048),
+ * so that a test sees passes on a handful of locks. */
+static size_t pass_keys(void)
+{
+#ifdef WSLOCK_TEST_HOOKS
+	const char *v = getenv("WSLOCK_TEST_LIST_PASS");
+	char *end;
+	long n = v != NULL ? strtol(v, &end, 10) : 0;
+
+	if (v != NULL && *end == '\0' && n >= 1 && n <= LIST_PASS_KEYS)
+		return (size_t)n;
+#endif
+	return LIST_PASS_KEYS;
+}
 
 /* The value of a lowercase hex digit, or -1. */
 static int nibble(char c)
@@ -73,13 +88,13 @@ static int name_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Puts k into the max-heap l->keys (at most LIST_PASS_KEYS, the largest
- * first): the pass keeps the smallest keys it meets. */
+/* Puts k into the max-heap l->keys (at most l->cap, the largest first):
+ * the pass keeps the smallest keys it meets. */
 static void heap_offer(struct lock_names *l, const unsigned char *k)
 {
 	size_t i, c;
 
-	if (l->nkeys < LIST_PASS_KEYS) {
+	if (l->nkeys < l->cap) {
 		/* sift up */
 		for (i = l->nkeys++; i > 0 && key_bytes_cmp(l->keys[(i - 1) / 2], k) < 0;
 		     i = (i - 1) / 2)
@@ -148,8 +163,11 @@ static int names_read(struct registry *reg, struct lock_names *l, const unsigned
 	int fd, rc = 0;
 
 	l->nkeys = 0;
-	if (l->keys == NULL && (l->keys = malloc(LIST_PASS_KEYS * sizeof(*l->keys))) == NULL)
-		return wsl_error_errno(err, WSL_OS, errno, "out of memory");
+	if (l->keys == NULL) {
+		l->cap = pass_keys();
+		if ((l->keys = malloc(l->cap * sizeof(*l->keys))) == NULL)
+			return wsl_error_errno(err, WSL_OS, errno, "out of memory");
+	}
 	fd = fsx_openat(loc(reg)->locks_fd, ".", O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0 || (dir = fdopendir(fd)) == NULL) {
 		fsx_close(fd);
@@ -227,7 +245,7 @@ int local_list(struct registry *reg, bool probe,
 		if (rc != 0)
 			break;
 		/* A full pass may have left keys above its last one. */
-		more = l.nkeys == LIST_PASS_KEYS;
+		more = l.nkeys == l.cap;
 		first = false;
 		/* This pass's keys, with the other names that sort before
 		 * each. */

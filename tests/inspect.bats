@@ -280,6 +280,41 @@ time.sleep(300)' >"$BATS_TEST_TMPDIR/child" </dev/null 2>/dev/null 3>&- &
 	jq_ok '[.locks[] | select(.liveness == "dead") | .liveness_reason | test("reused")] | all'
 }
 
+@test "inspect --all read in passes of a few keys (test build): every lock once, in key order, the bytes of one pass" {
+	local T=$BATS_TEST_DIRNAME/../wslock-test i p one got want
+	[ -x "$T" ] || fail "the test binary is not built (make test-build)"
+	mkws w1 w2 w3 w4 w5 w6 w7
+	start_sleeper
+	for i in 1 2 3 4 5 6 7; do acquire_as "$SLEEPER_PID" "$(W "w$i")"; done
+	# A name that is no key is merged in by name, whatever the pass.
+	mkdir -m 0700 "$WSLOCK_DIR/locks/7-not-a-key"
+	one=$(timeout -k 5 30 "$T" inspect --all) || fail "inspect --all failed"
+	want=$( (ls "$WSLOCK_DIR/locks" | sed "s|^|$WSLOCK_DIR/locks/|; s|\$|/owner.json|") | LC_ALL=C sort | paste -sd' ')
+	got=$(jq -r '[.locks[] | .lock_path] | join(" ")' <<<"$one")
+	[ "$got" = "$want" ] || fail "order: $got, want $want"
+	for p in 1 2 3 7 8; do
+		got=$(WSLOCK_TEST_LIST_PASS=$p timeout -k 5 30 "$T" inspect --all) || fail "pass $p: failed"
+		[ "$got" = "$one" ] || fail "pass of $p keys: $got, want $one"
+	done
+}
+
+@test "inspect --all prints an owner document whose keys are out of order in the file in the documented order, as inspect WORKSPACE does" {
+	mkws a b
+	start_sleeper
+	acquire_as "$SLEEPER_PID" "$(W a)"
+	acquire_as "$SLEEPER_PID" "$(W b)"
+	edit_owner "$(W a)" 'to_entries | reverse | from_entries'
+	[ "$(head -c 15 "$(lock_dir_of "$(W a)")/owner.json")" = '{"recovery_of":' ] || fail "not reordered"
+	run -0 --separate-stderr wsl inspect "$(W a)"
+	want=$(jq -c .owner <<<"$output")
+	run -0 --separate-stderr wsl inspect --all
+	got=$(jq -c --arg w "$(canon "$(W a)")" '.locks[] | select(.workspace_root == $w) | .owner' <<<"$output")
+	[ "$got" = "$want" ] || fail "--all: $got, want $want"
+	got=$(jq -c --arg w "$(canon "$(W a)")" '.locks[] | select(.workspace_root == $w) | .owners[0]' <<<"$output")
+	[ "$got" = "$want" ] || fail "--all owners: $got, want $want"
+	jq_ok 'keys_unsorted[0:3] == ["schema_version", "kind", "token"]' "$want"
+}
+
 @test "inspect --all of an empty registry is an empty list" {
 	mkws a
 	run -0 --separate-stderr wsl run "$(W a)" -- true

@@ -21,6 +21,11 @@
 #     wakeup-nojournal   the same on the scratch filesystem
 #     blocked            wake-ups of a blocked waiter over 5 s (voluntary
 #                        context switches, /proc/PID/status)
+#     shared             run --shared WS -- true vs flock -s FILE true (and the limit)
+#     readers-writer     8 readers (run --shared / flock -s) and 1 writer (run /
+#                        flock -x), each holding for 2 ms: total wall, the writer's wait
+#     multi3             run A B C -- true vs flock A flock B flock C true (and the
+#                        limit of three documents: wsllimit -n 3)
 #     depth              depth 30 / depth 1, warm (markers kept) and cold
 #                        (reclaim --yes between runs)
 #     syscalls           syscalls of one uncontended run (strace -f -c)
@@ -60,14 +65,14 @@ set -euo pipefail
 MODE=full
 FIGS=()
 ALL_FIGS=(uncontended uncontended-tmpfs uncontended-nojournal acquire-release contended contended-tmpfs
-	contended-nojournal fairness wakeup wakeup-nojournal blocked depth syscalls rss scale inspect-all
-	profiles etcd-uncontended etcd-contended)
+	contended-nojournal fairness wakeup wakeup-nojournal blocked shared readers-writer multi3 depth
+	syscalls rss scale inspect-all profiles etcd-uncontended etcd-contended)
 for a in "$@"; do
 	case $a in
 	--smoke) MODE=smoke ;;
 	--full) MODE=full ;;
 	-h | --help)
-		sed -n '2,55p' "$0"
+		sed -n '2,60p' "$0"
 		exit 0
 		;;
 	-*)
@@ -135,6 +140,7 @@ if [ "$MODE" = full ]; then
 	N_DEPTH=100 DEEP=30
 	N_AR=200
 	E_N=100 E_ROUNDS=3 E_ITERS=20
+	RW_ROUNDS=3 RW_READERS=8 RW_ITERS=50 RW_WRITES=10 RW_WORK_MS=2
 else
 	N1=3 W1=1
 	C_ROUNDS=1 C_WORKERS=2 C_ITERS=3
@@ -144,6 +150,7 @@ else
 	N_DEPTH=3 DEEP=30
 	N_AR=3
 	E_N=3 E_ROUNDS=1 E_ITERS=2
+	RW_ROUNDS=1 RW_READERS=2 RW_ITERS=2 RW_WRITES=1 RW_WORK_MS=2
 fi
 
 # --- scratch space -------------------------------------------------------
@@ -589,6 +596,51 @@ fig_profiles() {
 	fi
 }
 
+# --- issue 15: shared locks and several workspaces (DISK) ----------------
+
+fig_shared() {
+	local f=$OUT/shared.tsv w fl l
+	mkdir -p "$DISK/ws-su" "$DISK/limit-su" "$DISK/f"
+	note "shared: ${N1} alternating runs each of run --shared, flock -s and the limit"
+	"$B" alt "$N1" "$W1" -- \
+		wslock "$WSLOCK" -d "$DISK/reg-su" run -q --shared "$DISK/ws-su" -- true ::: \
+		flock flock -s "$DISK/f/su.lock" true ::: \
+		limit "$LIMIT" "$DISK/limit-su" true >"$f"
+	w=$(get "$f" wslock 3) fl=$(get "$f" flock 3) l=$(get "$f" limit 3)
+	row "uncontended run --shared -- true vs flock -s, median" "$(ms "$w")" "$(ms "$fl") (flock -s)" "$(ms "$l")" \
+		"$(ratio "$w" "$fl")x (limit $(ratio "$l" "$fl")x)" "<= 1.35x" "$(verdict "$(ratio "$w" "$fl")" '<=' 1.35)"
+}
+
+fig_readers_writer() {
+	local f=$OUT/readers-writer.tsv ws=$DISK/ws-rw lk=$DISK/f/rw.lock w fl ww fw wm fm
+	mkdir -p "$ws" "$DISK/f"
+	note "readers-writer: ${RW_READERS} readers x ${RW_ITERS} and 1 writer x ${RW_WRITES}, ${RW_WORK_MS} ms each, ${RW_ROUNDS} rounds"
+	"$B" rw "$RW_ROUNDS" "$RW_READERS" "$RW_ITERS" "$RW_WRITES" -- \
+		wslock "$WSLOCK" -d "$DISK/reg-rw" run -q --shared "$ws" -- "$B" stamp "$RW_WORK_MS" +++ \
+		"$WSLOCK" -d "$DISK/reg-rw" run -q "$ws" -- "$B" stamp "$RW_WORK_MS" ::: \
+		flock flock -s "$lk" "$B" stamp "$RW_WORK_MS" +++ \
+		flock -x "$lk" "$B" stamp "$RW_WORK_MS" >"$f"
+	w=$(get "$f" wslock 3) fl=$(get "$f" flock 3)
+	ww=$(get "$f" wslock 8) fw=$(get "$f" flock 8) wm=$(get "$f" wslock 10) fm=$(get "$f" flock 10)
+	row "${RW_READERS} readers x ${RW_ITERS} + 1 writer x ${RW_WRITES}: total wall, median" "$w ms" \
+		"$fl ms (flock -s / -x)" "-" "$(ratio "$w" "$fl")x" "<= 1.5x" "$(verdict "$(ratio "$w" "$fl")" '<=' 1.5)"
+	row "${RW_READERS} readers + 1 writer: the writer's wait, mean / max" "$(us "$ww") / $(us "$wm")" \
+		"$(us "$fw") / $(us "$fm") (flock -x)" "-" "$(ratio "$ww" "$fw")x / $(ratio "$wm" "$fm")x" "(report)" "-"
+}
+
+fig_multi3() {
+	local f=$OUT/multi3.tsv m=$DISK/ws-m w fl l
+	mkdir -p "$m/a" "$m/b" "$m/c" "$DISK/limit-m" "$DISK/f"
+	note "multi3: ${N1} alternating runs each of run A B C, three nested flock and the limit of three documents"
+	"$B" alt "$N1" "$W1" -- \
+		wslock "$WSLOCK" -d "$DISK/reg-m" run -q "$m/a" "$m/b" "$m/c" -- true ::: \
+		flock flock "$DISK/f/ma.lock" flock "$DISK/f/mb.lock" flock "$DISK/f/mc.lock" true ::: \
+		limit "$LIMIT" -n 3 "$DISK/limit-m" true >"$f"
+	w=$(get "$f" wslock 3) fl=$(get "$f" flock 3) l=$(get "$f" limit 3)
+	row "run A B C -- true vs three nested flock, median" "$(ms "$w")" "$(ms "$fl") (3 flock)" "$(ms "$l") (-n 3)" \
+		"$(ratio "$w" "$fl")x (limit $(ratio "$l" "$fl")x)" "<= 1.35x" "$(verdict "$(ratio "$w" "$fl")" '<=' 1.35)"
+}
+
 # --- etcd (issue 13): against etcdctl lock on one throwaway member -------
 ETCD_DIR= ETCD_EP=
 etcd_up() {
@@ -754,6 +806,21 @@ fsinfo() { echo "$(findmnt -fno FSTYPE -T "$1" 2>/dev/null || stat -f -c %T "$1"
 	echo "## A blocked waiter: wake-ups (voluntary context switches) and CPU from 100 ms after it started until the release"
 	echo
 	tsv_table "$OUT/blocked.tsv" "${WAKE_H[@]}"
+	echo
+	echo "## Shared: \`run --shared WS -- true\`, \`flock -s FILE true\`, \`wsllimit DIR true\`"
+	echo
+	tsv_table "$OUT/shared.tsv" "${ALT_H[@]}"
+	echo
+	echo "## ${RW_READERS} readers x ${RW_ITERS} (\`run --shared\` / \`flock -s\`) + 1 writer x ${RW_WRITES} (\`run\` / \`flock -x\`), ${RW_WORK_MS} ms of work each, ${RW_ROUNDS} rounds"
+	echo
+	echo "Wait = from the fork of the command to its child's first instruction; all start together."
+	echo
+	tsv_table "$OUT/readers-writer.tsv" label rounds wall_median_ms wall_min_ms wall_max_ms \
+		read_wait_mean_us read_wait_p99_us write_wait_mean_us write_wait_p50_us write_wait_max_us
+	echo
+	echo "## Three workspaces: \`run A B C -- true\`, \`flock A flock B flock C true\`, \`wsllimit -n 3 DIR true\`"
+	echo
+	tsv_table "$OUT/multi3.tsv" "${ALT_H[@]}"
 	echo
 	echo "## Depth (cold: \`reclaim --yes\` after every run)"
 	echo

@@ -23,6 +23,14 @@
  *       wait_p99_us wait_max_us worker_mean_wait_max_over_mean
  *       single_wait_max_over_mean (the last two: worst round).
  *
+ *   wslbench rw ROUNDS READERS ITERS WRITES -- LABEL READCMD... +++ WRITECMD... [::: ...]
+ *       readers and a writer: per round and label, READERS processes each
+ *       run READCMD ITERS times in a row and one more runs WRITECMD WRITES
+ *       times, all starting together (the commands end in `wslbench stamp`,
+ *       as for contend). Prints: label rounds wall_med_ms wall_min_ms
+ *       wall_max_ms read_wait_mean_us read_wait_p99_us write_wait_mean_us
+ *       write_wait_p50_us write_wait_max_us (waits over every round).
+ *
  *   wslbench wake N DELAY_MS [-c] -- LABEL HOLDCMD... +++ WAITCMD... [::: ...]
  *       per trial: start HOLDCMD, whose child `wslbench hold` reports on fd 7
  *       that it holds the lock; start WAITCMD (whose child is `wslbench
@@ -38,7 +46,9 @@
  *       wakeups_blocked_max.
  *
  * Helper children:
- *   wslbench stamp          write CLOCK_MONOTONIC ns to fd 9, exit 0
+ *   wslbench stamp [MS]     write CLOCK_MONOTONIC ns to fd 9, then sleep
+ *                           MS milliseconds (the work done under the
+ *                           lock; default none), exit 0
  *   wslbench hold           write 'r' to fd 7, read a byte from fd 8,
  *                           write CLOCK_MONOTONIC ns to fd 9, exit 0
  *   wslbench holdflocks N DIR   flock(LOCK_EX) N files DIR/fN, print
@@ -91,8 +101,9 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: wslbench alt N WARMUP -- LABEL CMD... [+++ CMD2...] [%%%% CMD3...] [::: ...]\n"
 		"       wslbench contend ROUNDS WORKERS ITERS -- LABEL CMD... [::: ...]\n"
+		"       wslbench rw ROUNDS READERS ITERS WRITES -- LABEL READCMD... +++ WRITECMD... [::: ...]\n"
 		"       wslbench wake N DELAY_MS [-c] -- LABEL HOLDCMD... +++ WAITCMD... [::: ...]\n"
-		"       wslbench stamp | hold | holdflocks N DIR | inotifyclose N DIR\n");
+		"       wslbench stamp [MS] | hold | holdflocks N DIR | inotifyclose N DIR\n");
 	exit(64);
 }
 
@@ -453,22 +464,28 @@ static void contend_worker(char **cmd, long iters, int start_fd, long long *wait
 	_exit(0);
 }
 
-/* One round of contend: returns the wall ns; waits[w*iters+i]. */
-static long long contend_round(char **cmd, long workers, long iters, long long *waits)
+/* One round of contend: returns the wall ns; waits[w*iters+i]. With
+ * cmd2, one more worker runs cmd2 iters2 times, its waits after the
+ * others' (waits[workers*iters+i]). */
+static long long contend_round2(char **cmd, long workers, long iters, char **cmd2, long iters2,
+				long long *waits)
 {
 	int go[2], status, bad = 0;
 	long long t0, wall;
-	pid_t *pids = calloc((size_t)workers, sizeof(pid_t));
+	long all = workers + (cmd2 != NULL ? 1 : 0);
+	pid_t *pids = calloc((size_t)all, sizeof(pid_t));
 	long w;
 
 	if (pids == NULL || mkpipe(go) != 0)
 		die("contend setup");
-	for (w = 0; w < workers; w++) {
+	for (w = 0; w < all; w++) {
 		pids[w] = fork();
 		if (pids[w] < 0)
 			die("fork");
 		if (pids[w] == 0) {
 			close(go[1]);
+			if (w == workers)
+				contend_worker(cmd2, iters2, go[0], waits + workers * iters);
 			contend_worker(cmd, iters, go[0], waits + w * iters);
 		}
 	}
@@ -476,7 +493,7 @@ static long long contend_round(char **cmd, long workers, long iters, long long *
 	usleep(20000);	/* let every worker reach read() */
 	t0 = now_ns();
 	close(go[1]);	/* all start together */
-	for (w = 0; w < workers; w++) {
+	for (w = 0; w < all; w++) {
 		while (waitpid(pids[w], &status, 0) < 0)
 			if (errno != EINTR)
 				die("waitpid");
@@ -490,6 +507,63 @@ static long long contend_round(char **cmd, long workers, long iters, long long *
 		exit(3);
 	}
 	return wall;
+}
+
+static long long contend_round(char **cmd, long workers, long iters, long long *waits)
+{
+	return contend_round2(cmd, workers, iters, NULL, 0, waits);
+}
+
+static int mode_rw(int argc, char **argv)
+{
+	struct group g[MAX_GROUPS];
+	long rounds, readers, iters, writes, r;
+	int ng, k;
+	long long *walls[MAX_GROUPS], *rd[MAX_GROUPS], *wr[MAX_GROUPS], *waits;
+	size_t nr, nw;
+
+	if (argc < 7 || strcmp(argv[5], "--") != 0)
+		usage();
+	rounds = parse_num(argv[1]);
+	readers = parse_num(argv[2]);
+	iters = parse_num(argv[3]);
+	writes = parse_num(argv[4]);
+	if (rounds < 1 || readers < 1 || iters < 1 || writes < 1)
+		usage();
+	ng = parse_groups(argv + 6, argc - 6, g, 1);
+	nr = (size_t)(readers * iters);
+	nw = (size_t)writes;
+	waits = mmap(NULL, (nr + nw) * sizeof(long long), PROT_READ | PROT_WRITE,
+		     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (waits == MAP_FAILED)
+		die("mmap");
+	for (k = 0; k < ng; k++) {
+		walls[k] = calloc((size_t)rounds, sizeof(long long));
+		rd[k] = calloc(nr * (size_t)rounds, sizeof(long long));
+		wr[k] = calloc(nw * (size_t)rounds, sizeof(long long));
+		if (!walls[k] || !rd[k] || !wr[k])
+			die("calloc");
+	}
+	for (r = 0; r < rounds; r++)
+		for (k = 0; k < ng; k++) {
+			int j = (int)((k + r) % ng);
+
+			walls[j][r] = contend_round2(g[j].cmd, readers, iters, g[j].cmd2, writes, waits);
+			memcpy(rd[j] + nr * (size_t)r, waits, nr * sizeof(long long));
+			memcpy(wr[j] + nw * (size_t)r, waits + nr, nw * sizeof(long long));
+		}
+	for (k = 0; k < ng; k++) {
+		size_t tr = nr * (size_t)rounds, tw = nw * (size_t)rounds;
+
+		printf("%s\t%ld\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\n",
+		       g[k].label, rounds,
+		       pct(walls[k], (size_t)rounds, 50) / 1e6,
+		       pct(walls[k], (size_t)rounds, 0) / 1e6,
+		       pct(walls[k], (size_t)rounds, 100) / 1e6,
+		       mean(rd[k], tr) / 1e3, pct(rd[k], tr, 99) / 1e3,
+		       mean(wr[k], tw) / 1e3, pct(wr[k], tw, 50) / 1e3, pct(wr[k], tw, 100) / 1e3);
+	}
+	return 0;
 }
 
 static int mode_contend(int argc, char **argv)
@@ -818,6 +892,8 @@ int main(int argc, char **argv)
 		usage();
 	if (strcmp(argv[1], "stamp") == 0) {
 		write_ll(STAMP_FD, now_ns());
+		if (argc > 2)
+			sleep_ns(parse_num(argv[2]) * 1000000LL);
 		return 0;
 	}
 	if (strcmp(argv[1], "hold") == 0) {
@@ -836,6 +912,8 @@ int main(int argc, char **argv)
 		return mode_alt(argc - 1, argv + 1);
 	if (strcmp(argv[1], "contend") == 0)
 		return mode_contend(argc - 1, argv + 1);
+	if (strcmp(argv[1], "rw") == 0)
+		return mode_rw(argc - 1, argv + 1);
 	if (strcmp(argv[1], "wake") == 0)
 		return mode_wake(argc - 1, argv + 1);
 	if (strcmp(argv[1], "holdflocks") == 0)

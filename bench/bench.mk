@@ -1,7 +1,7 @@
 # bench/bench.mk - wslock's benchmarks against flock(1) (issue 5).
 # Included from the top Makefile; paths are relative to the repository root.
 #
-#   make bench         every figure of issue 14's table, full size (about
+#   make bench         every figure of issues 14 and 15, full size (about
 #                      10 min on 2 cores): prints the table and writes
 #                      bench/RESULTS.md (raw figures: bench/results/full)
 #   make bench BENCH='fairness blocked'

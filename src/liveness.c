@@ -136,34 +136,41 @@ static int probe_namespace(const struct owner *o, char *reason, size_t reasonlen
 	return 0;
 }
 
-/* liveness_memo_begin's memo: the last pid whose start ticks matched. */
+/* liveness_memo_begin's memo: running pids whose start ticks matched,
+ * one slot per pid modulo MEMO_SLOTS (the last one there), so that a
+ * listing reads /proc/PID/stat about once per distinct holder pid. */
+#define MEMO_SLOTS 64
 static struct {
-	bool on, valid;
-	pid_t pid;
-	unsigned long long ticks;
+	bool on;
+	struct {
+		bool valid;
+		pid_t pid;
+		unsigned long long ticks;
+	} slot[MEMO_SLOTS];
 } memo;
 
 void liveness_memo_begin(void)
 {
+	memset(&memo, 0, sizeof(memo));
 	memo.on = true;
-	memo.valid = false;
 }
 
 void liveness_memo_end(void)
 {
-	memo.on = memo.valid = false;
+	memset(&memo, 0, sizeof(memo));
 }
 
 /* Step 6: the pid itself, in this namespace (platform_pid_fate). The
- * memo of the last running pid spares its /proc read (inspect --all),
- * never its kill(2). */
+ * memo of running pids spares their /proc reads (inspect --all), never
+ * their kill(2). */
 static enum liveness probe_pid(const struct owner *o, char *reason, size_t reasonlen)
 {
 	unsigned long long now;
 	enum pid_fate fate;
+	unsigned m = (unsigned)o->pid % MEMO_SLOTS;
 
-	if (memo.valid && o->has_start_ticks && memo.pid == o->pid &&
-	    memo.ticks == o->start_ticks && platform_pid_exists(o->pid) == 1)
+	if (memo.slot[m].valid && o->has_start_ticks && memo.slot[m].pid == o->pid &&
+	    memo.slot[m].ticks == o->start_ticks && platform_pid_exists(o->pid) == 1)
 		fate = PID_RUNS;
 	else
 		fate = platform_pid_fate(o->pid, o->has_start_ticks, o->start_ticks, &now);
@@ -199,10 +206,10 @@ static enum liveness probe_pid(const struct owner *o, char *reason, size_t reaso
 	case PID_RUNS:
 		break;
 	}
-	if (memo.on) {
-		memo.valid = true;
-		memo.pid = o->pid;
-		memo.ticks = o->start_ticks;
+	if (memo.on && o->has_start_ticks) {
+		memo.slot[m].valid = true;
+		memo.slot[m].pid = o->pid;
+		memo.slot[m].ticks = o->start_ticks;
 	}
 	snprintf(reason, reasonlen, "pid %ld is running (start time matches)",
 		 (long)o->pid);

@@ -54,9 +54,9 @@ enum liveness liveness_probe_held(int held, const struct owner *o,
 
 /*
  * A listing's memo of start times (inspect --all, the reclaim preview and
- * --yes: many locks, often of one holder): between liveness_memo_begin
+ * --yes: many locks, often of a few holders): between liveness_memo_begin
  * and liveness_memo_end, a pid whose start ticks were read and matched a
- * document is, for a later document with the same pid and ticks, live
+ * document (the last such pid of each of 64 slots, by pid modulo 64) is, for a later document with the same pid and ticks, live
  * once kill(pid, 0) finds it, without reading /proc/PID/stat again. It
  * can only err towards live (the holder died and its pid was reused
  * within the listing), never towards dead, so it stays fail closed; a

@@ -349,3 +349,53 @@ killed_reader() {
 	wait_exit "$other_pid" 20 || fail "the reader went on without its lock's marker"
 	[ "$WAIT_STATUS" = 78 ] || fail "status $WAIT_STATUS: $(cat "$other_dir/err")"
 }
+
+@test "etcd shared requests: an uncontended shared run sends three, one joining readers at most five" {
+	command -v strace >/dev/null || skip "strace is not installed (apt-get install strace)"
+	mkws a
+	local t=$BATS_TEST_TMPDIR/trace n
+	count() { awk '/POST \/v3\// && !/POST \/v3\/watch/ { n++ } END { print n + 0 }' "$t"; }
+	# lease grant, acquire txn (puts the marker), release txn (the last
+	# reader: takes it with it); leak checks off under ptrace
+	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
+		run strace -f -e trace=sendto -s 32 -o "$t" "$WSLOCK" run --shared "$(W a)" -- true
+	[ "$status" -eq 0 ] || fail "exit $status: $output"
+	n=$(count)
+	[ "$n" -eq 3 ] || fail "$n requests: $(grep -o 'POST /v3/[a-z/]*' "$t" | tr '\n' ' ')"
+	# beside a reader: the first txn meets the marker and reads the lock
+	# keys in its failure branch, the second joins; the release is not
+	# the last one's
+	hold --shared "$(W a)"
+	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
+		run strace -f -e trace=sendto -s 32 -o "$t" "$WSLOCK" run --shared "$(W a)" -- true
+	[ "$status" -eq 0 ] || fail "exit $status: $output"
+	n=$(count)
+	[ "$n" -le 5 ] || fail "$n requests: $(grep -o 'POST /v3/[a-z/]*' "$t" | tr '\n' ' ')"
+	unhold
+}
+
+@test "etcd shared: release --retain of one reader: a writer gets 69, readers still enter, recover of that reader frees it" {
+	mkws a
+	local t
+	start_sleeper
+	run -0 wsl acquire --shared --lease-ttl 2 --pid "$SLEEPER_PID" "$(W a)"
+	t=$(json_get .token)
+	run -0 wsl release --retain --reason "cache half-written" --token "$t" "$(W a)"
+	jq_ok '.action == "retained"'
+	run -0 wsl inspect "$(W a)"
+	jq_ok '.state == "retained" and .mode == "shared" and .holders[0].state == "retained"'
+	run wsl run -n "$(W a)" -- true
+	[ "$status" = 69 ]
+	run -0 --separate-stderr wsl run -n --shared "$(W a)" -- echo reader-in
+	[ "$output" = reader-in ]
+	kill -KILL "$SLEEPER_PID"
+	wait_for "wsl inspect '$(W a)' | jq -e '.liveness == \"dead\"' >/dev/null" 30 ||
+		fail "never dead: $(wsl inspect "$(W a)")"
+	run -0 --separate-stderr wsl inspect --owner "$(W a)"
+	printf '%s\n' "$output" >"$BATS_TEST_TMPDIR/ret.json"
+	run -0 --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/ret.json" "$(W a)"
+	jq_ok '.action == "recovered"'
+	run -0 wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+	[ "$(nkeys "" )" = "$(nkeys journal/)" ] || fail "keys left: $(ectl get --prefix "$WSLOCK_ETCD_PREFIX" --keys-only)"
+}

@@ -266,6 +266,26 @@ static bool all_markers(const struct etcd_op_result *r, size_t n, bool *here)
 	return true;
 }
 
+/* Whether every reader document in r (the range P "holder/lock" W "//",
+ * plen bytes before each token) is a valid owner document of W under its
+ * own token: a corrupt reader keeps readers out too (lockrules_compatible,
+ * fail closed). */
+static bool readers_sound(const struct etcd_op_result *r, size_t plen, const char *ws)
+{
+	for (size_t i = 0; i < r->n_kvs; i++) {
+		const struct etcd_kv *kv = &r->kvs[i];
+		struct owner o;
+		char why[256];
+
+		if (kv->key_len != plen + WSL_TOKEN_HEX || kv->value_len > OWNER_DOC_MAX ||
+		    owner_parse(kv->value, kv->value_len, &o, why, sizeof(why)) != 0 ||
+		    strcmp(o.workspace_root, ws) != 0 ||
+		    memcmp(o.token, kv->key + plen, WSL_TOKEN_HEX) != 0)
+			return false;
+	}
+	return true;
+}
+
 /* Whether every key in the n range results r[] is unchanged since rev. */
 static bool unchanged_since(const struct etcd_op_result *r, size_t n, long long rev)
 {
@@ -330,8 +350,9 @@ int etcd_shared_acquire(struct registry *reg, const struct owner *o,
 	struct etcd_compare *cmp = NULL;
 	struct etcd_op *fops = NULL, ops[6], qdel = { 0 }, mput = { 0 };
 	struct key *keys = NULL, *qkeys = NULL, self, hk[KINDS];
-	char dend[KEY_MAX];
+	char dend[KEY_MAX], hend[KEY_MAX];
 	char *value = NULL, *doc = NULL;
+	struct key hpre;
 	long long rev = 0;
 	bool marker = false, use_q;
 	int attempt, nc = 0, j, rc = -1;
@@ -347,7 +368,7 @@ int etcd_shared_acquire(struct registry *reg, const struct owner *o,
 	s->want_shared = true;
 	value = owner_bytes(o, &value_len);
 	cmp = calloc(depth + 2 + qroom, sizeof(*cmp));
-	fops = calloc(depth + 2, sizeof(*fops));
+	fops = calloc(depth + 3, sizeof(*fops));
 	keys = calloc(depth + 2, sizeof(*keys));
 	qkeys = calloc(2 * qroom, sizeof(*qkeys));
 	if (value == NULL || cmp == NULL || fops == NULL || keys == NULL || qkeys == NULL) {
@@ -370,6 +391,14 @@ int etcd_shared_acquire(struct registry *reg, const struct owner *o,
 		fops[j].range_end = cmp[j].range_end;
 		fops[j].range_end_len = cmp[j].range_end_len;
 	}
+	/* and W's readers: a corrupt one keeps readers out */
+	if (holder_key(s, K_LOCK, ws, "", &hpre, err) != 0)
+		goto out;
+	fops[nc].type = ETCD_OP_RANGE;
+	fops[nc].key = hpre.b;
+	fops[nc].key_len = hpre.len;
+	fops[nc].range_end = hend;
+	fops[nc].range_end_len = etcd_prefix_end(hpre.b, hpre.len, hend);
 	if (s->queued) {
 		struct lock_entry ahead;
 
@@ -429,7 +458,7 @@ int etcd_shared_acquire(struct registry *reg, const struct owner *o,
 		t.success = ops;
 		t.n_success = nops;
 		t.failure = fops;
-		t.n_failure = (size_t)nc;
+		t.n_failure = (size_t)nc + 1;
 		if (etcd_txn(s->c, &t, &ok, &res, err) != 0) {
 			struct etcd_kv *kvs = NULL;
 			size_t n = 0;
@@ -456,12 +485,13 @@ int etcd_shared_acquire(struct registry *reg, const struct owner *o,
 			etcd_txn_result_free(&res);
 			break;
 		}
-		if (res.n_ops != (size_t)nc) {
+		if (res.n_ops != (size_t)nc + 1) {
 			etcd_txn_result_free(&res);
-			wsl_error_set(err, WSL_IO, "etcd answered %zu reads, not %d", res.n_ops, nc);
+			wsl_error_set(err, WSL_IO, "etcd answered %zu reads, not %d", res.n_ops, nc + 1);
 			goto out;
 		}
-		if (all_markers(res.ops, (size_t)nc, &here)) {
+		if (all_markers(res.ops, (size_t)nc, &here) &&
+		    readers_sound(&res.ops[nc], hpre.len, ws)) {
 			/* Only readers in the way. When the lock compares
 			 * held as they were (nothing changed since rev), it
 			 * was the queue: an exclusive waiter is ahead. */

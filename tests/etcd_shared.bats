@@ -399,3 +399,24 @@ killed_reader() {
 	jq_ok '.state == "free"'
 	[ "$(nkeys "" )" = "$(nkeys journal/)" ] || fail "keys left: $(ectl get --prefix "$WSLOCK_ETCD_PREFIX" --keys-only)"
 }
+
+@test "etcd shared: a corrupt reader document keeps readers and writers out (65), never read as free" {
+	mkws a
+	hold --shared "$(W a)"
+	ectl put "${WSLOCK_ETCD_PREFIX}holder/lock$(canon "$(W a)")//0123456789abcdef0123456789abcdef" 'garbage{' >/dev/null
+	run --separate-stderr wsl run -n --shared "$(W a)" -- true
+	[ "$status" = 65 ] || fail "reader: $status $stderr"
+	run --separate-stderr wsl run -n "$(W a)" -- true
+	[ "$status" = 65 ] || fail "writer: $status $stderr"
+	run -0 wsl inspect "$(W a)"
+	jq_ok '.state == "corrupt" and .mode == "shared" and (.holders | length) == 2'
+	unhold
+	[ "$WAIT_STATUS" = 0 ]
+	run -0 wsl inspect "$(W a)"
+	jq_ok '.state == "corrupt"'
+	# cleared only by an exact, forced recover of its bytes
+	printf 'garbage{' >"$BATS_TEST_TMPDIR/bad"
+	run -0 --separate-stderr wsl recover --force --reason test --expected-owner "$BATS_TEST_TMPDIR/bad" "$(W a)"
+	run -0 wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+}

@@ -139,6 +139,45 @@ int fill_entry(const char *path, const struct etcd_kv *const kv[KINDS],
 	return 0;
 }
 
+/* The KINDS range reads of each of paths[0..cnt) into ops[] (their keys
+ * in keys[]). */
+static int entry_ops(struct etcd_state *s, const char *const *paths, size_t cnt,
+		     struct etcd_op *ops, struct key *keys, struct wsl_error *err)
+{
+	size_t j, k;
+
+	for (j = 0; j < cnt; j++)
+		for (k = 0; k < KINDS; k++) {
+			struct key *kk = &keys[KINDS * j + k];
+			if (key_make(s, kind_names[k], paths[j], kk, err) != 0)
+				return -1;
+			memset(&ops[KINDS * j + k], 0, sizeof(ops[0]));
+			ops[KINDS * j + k].type = ETCD_OP_RANGE;
+			ops[KINDS * j + k].key = kk->b;
+			ops[KINDS * j + k].key_len = kk->len;
+		}
+	return 0;
+}
+
+/* e[] and m[] of paths[0..cnt) from the results r[] of their entry_ops. */
+static int entry_fill(struct etcd_state *s, const char *const *paths, size_t cnt,
+		      const struct etcd_op_result *r, bool probe, struct lock_entry *e,
+		      struct kv_meta *m, struct wsl_error *err)
+{
+	size_t j, k;
+	int rc = 0;
+
+	for (j = 0; j < cnt && rc == 0; j++) {
+		const struct etcd_kv *kv[KINDS];
+		for (k = 0; k < KINDS; k++)
+			kv[k] = r[KINDS * j + k].n_kvs > 0 ? &r[KINDS * j + k].kvs[0] : NULL;
+		rc = fill_entry(paths[j], kv, probe, &e[j], &m[j], err);
+		if (rc == 0 && e[j].shared)
+			rc = shared_load(s, paths[j], probe, &e[j], err);
+	}
+	return rc;
+}
+
 /* Reads the locks of paths[0..n) (lock and retained keys, one consistent
  * revision per chunk) into e[] and m[]. */
 static int read_entries(struct etcd_state *s, const char *const *paths, size_t n,
@@ -147,7 +186,7 @@ static int read_entries(struct etcd_state *s, const char *const *paths, size_t n
 {
 	struct etcd_op ops[KINDS * READ_CHUNK];
 	struct key *keys;
-	size_t i, j, k;
+	size_t i;
 	int rc = 0;
 
 	for (i = 0; i < n; i++)
@@ -161,20 +200,10 @@ static int read_entries(struct etcd_state *s, const char *const *paths, size_t n
 		struct etcd_txn_result res;
 		bool ok;
 
-		memset(ops, 0, sizeof(ops));
-		for (j = 0; j < cnt && rc == 0; j++)
-			for (k = 0; k < KINDS; k++) {
-				struct key *kk = &keys[KINDS * j + k];
-				if (key_make(s, kind_names[k], paths[i + j], kk, err) != 0) {
-					rc = -1;
-					break;
-				}
-				ops[KINDS * j + k].type = ETCD_OP_RANGE;
-				ops[KINDS * j + k].key = kk->b;
-				ops[KINDS * j + k].key_len = kk->len;
-			}
-		if (rc != 0)
+		if (entry_ops(s, paths + i, cnt, ops, keys, err) != 0) {
+			rc = -1;
 			break;
+		}
 		t.success = ops;
 		t.n_success = KINDS * cnt;
 		if (etcd_txn(s->c, &t, &ok, &res, err) != 0) {
@@ -188,16 +217,7 @@ static int read_entries(struct etcd_state *s, const char *const *paths, size_t n
 					   res.n_ops, KINDS * cnt);
 			break;
 		}
-		for (j = 0; j < cnt && rc == 0; j++) {
-			const struct etcd_kv *kv[KINDS];
-			for (k = 0; k < KINDS; k++) {
-				const struct etcd_op_result *r = &res.ops[KINDS * j + k];
-				kv[k] = r->n_kvs > 0 ? &r->kvs[0] : NULL;
-			}
-			rc = fill_entry(paths[i + j], kv, probe, &e[i + j], &m[i + j], err);
-			if (rc == 0 && e[i + j].shared)
-				rc = shared_load(s, paths[i + j], probe, &e[i + j], err);
-		}
+		rc = entry_fill(s, paths + i, cnt, res.ops, probe, e + i, m + i, err);
 		etcd_txn_result_free(&res);
 	}
 	free(keys);
@@ -233,35 +253,91 @@ static const struct etcd_kv *match_path(const struct etcd_op_result *r, size_t p
 	return NULL;
 }
 
+/* What below_ops builds: the KINDS ranges of one read below a path. */
+struct below {
+	struct key k[KINDS];
+	char end[KINDS][KEY_MAX];
+	size_t plen[KINDS];
+};
+
+/* The KINDS ranges [P kind under "/", prefix end) into ops[]. */
+static int below_ops(struct etcd_state *s, const char *under, struct below *b,
+		     struct etcd_op *ops, struct wsl_error *err)
+{
+	size_t j;
+
+	memset(ops, 0, KINDS * sizeof(*ops));
+	for (j = 0; j < KINDS; j++) {
+		struct key *k = &b->k[j];
+
+		if (key_make(s, kind_names[j], under, k, err) != 0 ||
+		    k->len + 1 >= sizeof(k->b))
+			return -1;
+		b->plen[j] = s->prefix_len + strlen(kind_names[j]);
+		k->b[k->len++] = '/';
+		ops[j].type = ETCD_OP_RANGE;
+		ops[j].key = k->b;
+		ops[j].key_len = k->len;
+		ops[j].range_end = b->end[j];
+		ops[j].range_end_len = etcd_prefix_end(k->b, k->len, b->end[j]);
+	}
+	return 0;
+}
+
+/* Calls fn(e, arg) for every lock in the results r[0..KINDS) of
+ * below_ops(b), in key order. */
+static int below_each(struct etcd_state *s, const struct below *b,
+		      const struct etcd_op_result *r, bool probe,
+		      int (*fn)(struct lock_entry *e, void *arg), void *arg,
+		      struct wsl_error *err)
+{
+	const size_t *plen = b->plen;
+	char path[PATH_MAX + 1];
+	size_t i, j, at[KINDS] = { 0 };
+	int rc = 0;
+
+	for (i = 0; i < r[K_LOCK].n_kvs && rc == 0; i++) {
+		const struct etcd_kv *kv[KINDS];
+		struct lock_entry e;
+		struct kv_meta m;
+		size_t n;
+
+		kv[K_LOCK] = &r[K_LOCK].kvs[i];
+		if (kv[K_LOCK]->key_len <= plen[K_LOCK])
+			continue;
+		n = kv[K_LOCK]->key_len - plen[K_LOCK];
+		if (n >= sizeof(path) || memchr(kv[K_LOCK]->key + plen[K_LOCK], '\0', n))
+			continue;
+		memcpy(path, kv[K_LOCK]->key + plen[K_LOCK], n);
+		path[n] = '\0';
+		/* Every range comes sorted by the same path suffix: merge. */
+		for (j = 1; j < KINDS; j++)
+			kv[j] = match_path(&r[j], plen[j], path, n, &at[j]);
+		rc = fill_entry(path, kv, probe, &e, &m, err);
+		if (rc == 0 && e.shared)
+			rc = shared_load(s, path, probe, &e, err);
+		if (rc == 0)
+			rc = fn(&e, arg);
+		lock_entry_free(&e);
+	}
+	return rc;
+}
+
 /* Calls fn(e, arg) for every lock whose key lies in [P "lock" under "/",
  * prefix end), in key order, from one consistent read; under "" lists all. */
 static int read_below(struct etcd_state *s, const char *under, bool probe,
 		      int (*fn)(struct lock_entry *e, void *arg), void *arg,
 		      struct wsl_error *err)
 {
-	struct key k[KINDS];
-	char end[KINDS][KEY_MAX];
+	struct below b;
 	struct etcd_op ops[KINDS];
 	struct etcd_txn t = { 0 };
 	struct etcd_txn_result res;
-	char path[PATH_MAX + 1];
-	size_t i, j, at[KINDS] = { 0 }, plen[KINDS];
 	bool ok;
-	int rc = 0;
+	int rc;
 
-	memset(ops, 0, sizeof(ops));
-	for (j = 0; j < KINDS; j++) {
-		if (key_make(s, kind_names[j], under, &k[j], err) != 0 ||
-		    k[j].len + 1 >= sizeof(k[j].b))
-			return -1;
-		plen[j] = s->prefix_len + strlen(kind_names[j]);
-		k[j].b[k[j].len++] = '/';
-		ops[j].type = ETCD_OP_RANGE;
-		ops[j].key = k[j].b;
-		ops[j].key_len = k[j].len;
-		ops[j].range_end = end[j];
-		ops[j].range_end_len = etcd_prefix_end(k[j].b, k[j].len, end[j]);
-	}
+	if (below_ops(s, under, &b, ops, err) != 0)
+		return -1;
 	t.success = ops;
 	t.n_success = KINDS;
 	if (etcd_txn(s->c, &t, &ok, &res, err) != 0)
@@ -272,31 +348,64 @@ static int read_below(struct etcd_state *s, const char *under, bool probe,
 		return wsl_error_set(err, WSL_IO, "etcd answered %zu reads, not %d",
 				     res.n_ops, KINDS);
 	}
-	for (i = 0; i < res.ops[K_LOCK].n_kvs && rc == 0; i++) {
-		const struct etcd_kv *kv[KINDS];
-		struct lock_entry e;
-		struct kv_meta m;
-		size_t n;
-
-		kv[K_LOCK] = &res.ops[K_LOCK].kvs[i];
-		if (kv[K_LOCK]->key_len <= plen[K_LOCK])
-			continue;
-		n = kv[K_LOCK]->key_len - plen[K_LOCK];
-		if (n >= sizeof(path) || memchr(kv[K_LOCK]->key + plen[K_LOCK], '\0', n))
-			continue;
-		memcpy(path, kv[K_LOCK]->key + plen[K_LOCK], n);
-		path[n] = '\0';
-		/* Every range comes sorted by the same path suffix: merge. */
-		for (j = 1; j < KINDS; j++)
-			kv[j] = match_path(&res.ops[j], plen[j], path, n, &at[j]);
-		rc = fill_entry(path, kv, probe, &e, &m, err);
-		if (rc == 0 && e.shared)
-			rc = shared_load(s, path, probe, &e, err);
-		if (rc == 0)
-			rc = fn(&e, arg);
-		lock_entry_free(&e);
-	}
+	rc = below_each(s, &b, res.ops, probe, fn, arg, err);
 	etcd_txn_result_free(&res);
+	return rc;
+}
+
+/* read_entries of paths[0..n) and read_below of under in one transaction
+ * (one request, one revision) when they fit in one (READ_CHUNK workspaces
+ * and the KINDS ranges below: within etcd's 128 operations); else the
+ * two. */
+static int read_entries_below(struct etcd_state *s, const char *const *paths, size_t n,
+			      bool probe, struct lock_entry *e, struct kv_meta *m,
+			      const char *under,
+			      int (*fn)(struct lock_entry *e, void *arg), void *arg,
+			      struct wsl_error *err)
+{
+	struct etcd_op ops[KINDS * (READ_CHUNK + 1)];
+	struct etcd_txn t = { 0 };
+	struct etcd_txn_result res;
+	struct below b;
+	struct key *keys;
+	size_t i;
+	bool ok;
+	int rc = -1;
+
+	if (n > READ_CHUNK) {
+		if (read_entries(s, paths, n, probe, e, m, err) != 0)
+			return -1;
+		if (read_below(s, under, probe, fn, arg, err) == 0)
+			return 0;
+		for (i = 0; i < n; i++)
+			lock_entry_free(&e[i]);
+		return -1;
+	}
+	for (i = 0; i < n; i++)
+		memset(&e[i], 0, sizeof(e[i]));
+	keys = calloc(KINDS * n + 1, sizeof(*keys));
+	if (keys == NULL)
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	if (entry_ops(s, paths, n, ops, keys, err) != 0 ||
+	    below_ops(s, under, &b, ops + KINDS * n, err) != 0)
+		goto out;
+	t.success = ops;
+	t.n_success = KINDS * (n + 1);
+	if (etcd_txn(s->c, &t, &ok, &res, err) != 0)
+		goto out;
+	note_rev(s, res.revision);
+	if (res.n_ops != KINDS * (n + 1))
+		wsl_error_set(err, WSL_IO, "etcd answered %zu reads, not %zu",
+			      res.n_ops, KINDS * (n + 1));
+	else if (entry_fill(s, paths, n, res.ops, probe, e, m, err) == 0 &&
+		 below_each(s, &b, res.ops + KINDS * n, probe, fn, arg, err) == 0)
+		rc = 0;
+	etcd_txn_result_free(&res);
+out:
+	free(keys);
+	if (rc != 0)
+		for (i = 0; i < n; i++)
+			lock_entry_free(&e[i]);
 	return rc;
 }
 
@@ -377,7 +486,8 @@ int etcd_read_around(struct registry *reg, const char *workspace, bool probe,
 	struct ov_ctx c = { 0 };
 	struct lock_entry *es = NULL;
 	struct kv_meta *ms = NULL;
-	size_t i, first = self != NULL ? 1 : 0, depth = depth_of(workspace);
+	struct overlap *desc = NULL;
+	size_t i, nd, first = self != NULL ? 1 : 0, depth = depth_of(workspace);
 	int rc = -1;
 
 	*out = NULL;
@@ -390,11 +500,14 @@ int etcd_read_around(struct registry *reg, const char *workspace, bool probe,
 		wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
 		goto out;
 	}
-	/* the workspace itself read with its ancestors: one transaction */
+	/* the workspace itself, its ancestors and what lies below it: one
+	 * transaction (the descendants come first into c.items) */
 	if ((self != NULL && collect_ancestor(workspace, &c) != 0) ||
 	    wspath_for_each_ancestor(workspace, collect_ancestor, &c) != 0 ||
-	    read_entries(s, c.paths, c.np, probe, es, ms, err) != 0)
+	    read_entries_below(s, c.paths, c.np, probe, es, ms, workspace, ov_descendant,
+			       &c, err) != 0)
 		goto out;
+	nd = c.n;
 	if (self != NULL) {
 		*self = es[0];
 		*self_m = ms[0];
@@ -413,10 +526,19 @@ int etcd_read_around(struct registry *reg, const char *workspace, bool probe,
 		*slot = es[i];
 		memset(&es[i], 0, sizeof(es[i]));
 	}
-	if (read_below(s, workspace, probe, ov_descendant, &c, err) != 0) {
-		if (self != NULL)
-			lock_entry_free(self);
-		goto out;
+	/* ancestors first, then descendants, as the two reads gave them */
+	if (nd > 0 && c.n > nd) {
+		desc = malloc(nd * sizeof(*desc));
+		if (desc == NULL) {
+			wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+			if (self != NULL)
+				lock_entry_free(self);
+			goto out;
+		}
+		memcpy(desc, c.items, nd * sizeof(*desc));
+		memmove(c.items, c.items + nd, (c.n - nd) * sizeof(*desc));
+		memcpy(c.items + (c.n - nd), desc, nd * sizeof(*desc));
+		free(desc);
 	}
 	*out = c.items;
 	*n = c.n;

@@ -46,17 +46,23 @@ struct local_prestage {
 	int sfd, lfd;
 };
 
+int stage_dir_make(struct registry *reg, char stage[STAGE_NAME_MAX], char path[PATH_MAX],
+		   struct wsl_error *err)
+{
+	stage_name(stage, "acq");
+	if (path_join(path, reg->path, loc(reg)->format >= 2 ? "staging" : "tmp", err) != 0 ||
+	    path_join(path, path, stage, err) != 0)
+		return -1;
+	return fsx_make_dir_checked(loc(reg)->tmp_fd, stage, path, err);
+}
+
 int stage_lock(struct registry *reg, const struct owner *o, bool keep_live,
 	       char stage[STAGE_NAME_MAX], int *sfd, int *lfd, struct wsl_error *err)
 {
 	char path[PATH_MAX];
 
 	*sfd = *lfd = -1;
-	stage_name(stage, "acq");
-	if (path_join(path, reg->path, "tmp", err) != 0 ||
-	    path_join(path, path, stage, err) != 0)
-		return -1;
-	*sfd = fsx_make_dir_checked(loc(reg)->tmp_fd, stage, path, err);
+	*sfd = stage_dir_make(reg, stage, path, err);
 	if (*sfd < 0)
 		return -1;
 	/* In use until published or removed: reclaim passes it by. */

@@ -277,11 +277,7 @@ int shared_join(struct registry *reg, const struct owner *o, const char *key,
 	char name[HOLDER_HEX + 1];
 	int sfd, hfd = -1, lfd = -1;
 
-	stage_name(stage, "acq");
-	if (path_join(path, reg->path, "tmp", err) != 0 ||
-	    path_join(path, path, stage, err) != 0)
-		return -1;
-	sfd = fsx_make_dir_checked(loc(reg)->tmp_fd, stage, path, err);
+	sfd = stage_dir_make(reg, stage, path, err);
 	if (sfd < 0)
 		return -1;
 	if (stage_files(reg, o, sfd, path, live_fd != NULL, &lfd, err) != 0)

@@ -131,6 +131,14 @@ void stage_name(char out[STAGE_NAME_MAX], const char *prefix);
 
 /* ---- local_prestage.c: a lock staged before .coordination ---- */
 
+/* Makes a new, empty staging directory "acq.PID.RANDOM" (its name into
+ * stage, its path for messages into path) in the registry's staging
+ * directory (staging/, tmp/ in a format 1 registry): the one place a lock
+ * or a shared holder is staged (stage_lock, shared_join). Its descriptor,
+ * or -1 with err. */
+int stage_dir_make(struct registry *reg, char stage[STAGE_NAME_MAX], char path[PATH_MAX],
+		   struct wsl_error *err);
+
 /* Makes o's staging directory (a fresh name into stage), flock()ed
  * LOCK_EX (in use: reclaim passes it by), with its files (stage_files, or
  * shared_stage for a shared request) synced as publish needs them;

@@ -12,10 +12,10 @@ load helpers
 setup_file() {
 	# bats runs setup_file under errexit: keep each status for needs_*.
 	local rc=0
-	F2=$("$BATS_TEST_DIRNAME/compat/build-format2.sh" "$BATS_FILE_TMPDIR/f2" 2>"$BATS_FILE_TMPDIR/f2.err") || rc=$?
+	F2=$("$BATS_TEST_DIRNAME/compat/build-old.sh" format2 "$BATS_FILE_TMPDIR/f2" 2>"$BATS_FILE_TMPDIR/f2.err") || rc=$?
 	echo "$rc" >"$BATS_FILE_TMPDIR/f2.rc"
 	rc=0
-	OLD=$("$BATS_TEST_DIRNAME/compat/build-v010.sh" "$BATS_FILE_TMPDIR/v010" 2>"$BATS_FILE_TMPDIR/v010.err") || rc=$?
+	OLD=$("$BATS_TEST_DIRNAME/compat/build-old.sh" v010 "$BATS_FILE_TMPDIR/v010" 2>"$BATS_FILE_TMPDIR/v010.err") || rc=$?
 	echo "$rc" >"$BATS_FILE_TMPDIR/v010.rc"
 	export F2 OLD
 }

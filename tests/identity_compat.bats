@@ -9,7 +9,7 @@ setup_file() {
 	# bats runs setup_file under errexit: keep the status for needs_old
 	# instead of failing the whole file on a clone without the history.
 	local rc=0
-	OLD=$("$BATS_TEST_DIRNAME/compat/build-v010.sh" "$BATS_FILE_TMPDIR/v010" 2>"$BATS_FILE_TMPDIR/build.err") || rc=$?
+	OLD=$("$BATS_TEST_DIRNAME/compat/build-old.sh" v010 "$BATS_FILE_TMPDIR/v010" 2>"$BATS_FILE_TMPDIR/build.err") || rc=$?
 	echo "$rc" >"$BATS_FILE_TMPDIR/build.rc"
 	export OLD
 }

@@ -592,3 +592,43 @@ in_alias_ns() {
 	[[ $output != *RAN* ]] || fail "ran with / as the workspace: $output"
 	[[ $output == *$'\n'1* ]] || fail "the message does not say why: $output"
 }
+
+@test "a run holder started under another host name (unshare -u), killed: unknown here, the next acquire is 69, recover --force --reason clears it" {
+	unshare -u true 2>/dev/null || skip "cannot create a UTS namespace here (no CAP_SYS_ADMIN)"
+	mkws a
+	local d=$BATS_TEST_TMPDIR/uts f=$BATS_TEST_TMPDIR/expected.json here
+	here=$(hostname)
+	mkdir -p "$d"
+	# unshare -u and sh's exec keep one pid: $! is the wslock run.
+	unshare -u sh -c 'hostname wslock-other-host || exit 90
+		exec "$1" run "$2" -- sh -c "echo \$\$ >\"\$1/child\"; touch \"\$1/READY\"; exec sleep 300" sh "$3"' \
+		sh "$WSLOCK" "$(W a)" "$d" </dev/null >/dev/null 2>"$d/err" 3>&- &
+	local p=$!
+	track_pid "$p"
+	wait_for "[ -e '$d/READY' ] || ! is_running $p" 20
+	[ -e "$d/READY" ] || fail "run under another host name failed: $(cat "$d/err")"
+	track_pid "$(cat "$d/child")"
+	[ "$(hostname)" = "$here" ] || fail "the host name changed outside the namespace"
+	# While it runs, its kernel lock on live makes it live from here too.
+	inspect_json "$(W a)"
+	jq_ok '.liveness == "live" and .owner.host == "wslock-other-host"' "$INSPECT"
+	run -75 --separate-stderr wsl run -n "$(W a)" -- true
+	kill -KILL "$p" "$(cat "$d/child")"
+	wait_exit "$p" 20 || fail "the holder did not end"
+	wait_for "! wsl inspect '$(W a)' | jq -e '.liveness == \"live\"' >/dev/null" 20 ||
+		fail "still live after the holder was killed"
+	# DESIGN section 4, step 3: another host -> unknown, never dead.
+	inspect_json "$(W a)"
+	jq_ok ".state == \"held\" and .liveness == \"unknown\" and .liveness_reason == \"held on host wslock-other-host, this is $here: pid $p cannot be checked from here\"" "$INSPECT"
+	run -69 --separate-stderr wsl acquire -n --pid $$ "$(W a)"
+	assert_json_error WSLOCK_LIVENESS_UNKNOWN
+	[[ $stderr == *"held on host wslock-other-host, this is $here"* ]] || fail "stderr: $stderr"
+	refuses_takeover "$(W a)"
+	wsl inspect --owner "$(W a)" >"$f"
+	run -0 --separate-stderr wsl recover --force --reason "that job was killed" --expected-owner "$f" "$(W a)"
+	jq_ok '.liveness == "unknown" and .prior_owner.host == "wslock-other-host"'
+	jq -e 'select(.forced and .force_reason == "that job was killed" and .liveness == "unknown")' \
+		"$WSLOCK_DIR/journal.jsonl" >/dev/null || fail "not journaled as forced: $(cat "$WSLOCK_DIR/journal.jsonl")"
+	run -0 --separate-stderr wsl run -n "$(W a)" -- echo FREE
+	[ "$output" = FREE ]
+}

@@ -144,6 +144,7 @@ static int reclaim_one(struct cli *c, struct registry *reg, const struct lock_en
 	x.force = a->force;
 	x.force_reason = a->reason;
 	x.action = "reclaim";
+	x.alone = ch->cmd != NULL;
 	if (ch->cmd == NULL) {
 		rc = registry_take_over(reg, e->workspace_root, &x, NULL, NULL, &prior, err);
 		lock_entry_free(&prior);
@@ -353,6 +354,7 @@ static int reclaim_all(struct cli *c, struct registry *reg, const struct candida
 			 * a failure (not a lock that moved on) fails reclaim. */
 			if (exit_status == 0 && (a->named || (err->code != WSL_NOT_HELD &&
 			    err->code != WSL_OWNER_MISMATCH && err->code != WSL_OWNER_LIVE &&
+			    err->code != WSL_BUSY &&
 			    err->code != WSL_LIVENESS_UNKNOWN && err->code != WSL_RECOVERY_REQUIRED)))
 				exit_status = wsl_code_exit(err->code);
 			if (!c->quiet)

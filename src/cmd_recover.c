@@ -198,6 +198,7 @@ static int recover_main(struct cli *c, int argc, char **argv)
 	x.force_reason = a.reason;
 	x.allow_retained = true;
 	x.action = "recover";
+	x.alone = ch.cmd != NULL;
 	if (ch.cmd != NULL) {
 		ch.sigfd = child_block_signals(&orig, &err);
 		if (ch.sigfd < 0)

@@ -72,6 +72,10 @@ struct wsl_error {
 	 * readable, not unsafe, its holder not live); output.c proposes that
 	 * as the next step. */
 	bool corrupt_clearable;
+	/* The holder named (lockrules_error_holder) is a reader of a shared
+	 * lock: its repair is not run under its recovered (shared) lock, but
+	 * after it, by an exclusive run that waits for the other readers. */
+	bool shared_holder;
 };
 
 /* "WSLOCK_BUSY" etc. for a code; never NULL. */

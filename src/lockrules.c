@@ -194,6 +194,7 @@ void lockrules_error_holder(struct wsl_error *err, const struct lock_entry *e)
 	 * it (output's next step copies that one, not the representative). */
 	if (e->state == LOCK_CORRUPT || lockrules_holder_document(e))
 		wsl_error_detail(&err->path, e->lock_path);
+	err->shared_holder = e->shared;
 }
 
 bool lockrules_holder_document(const struct lock_entry *e)
@@ -441,6 +442,51 @@ static bool newline_apart(const struct registry_expect *x, const struct lock_ent
 		nb = n;
 	}
 	return na == nb + 1 && a[nb] == '\n' && memcmp(a, b, nb) == 0;
+}
+
+int lockrules_check_alone(const char *workspace, const struct registry_expect *x,
+			  const struct lock_entry *e, struct wsl_error *err)
+{
+	const struct lock_entry *mine, *first = NULL;
+	size_t i, n = 0;
+	char who[600];
+
+	if (!x->alone || !e->shared || e->holders == NULL)
+		return 0;
+	mine = lock_entry_by_owner(e, x->owner, x->raw, x->raw_len);
+	for (i = 0; i < e->n_holders; i++) {
+		const struct lock_entry *h = &e->holders[i];
+
+		if (h == mine || h->state == LOCK_FREE || h->state == LOCK_RETAINED ||
+		    (h->probed && h->liveness == LIVENESS_DEAD))
+			continue;
+		if (first == NULL)
+			first = h;
+		n++;
+	}
+	if (first == NULL)
+		return 0;
+	if (first->has_owner)
+		snprintf(who, sizeof(who), "pid %ld on host %s, purpose \"%s\"",
+			 (long)first->owner.pid, first->owner.host, first->owner.purpose);
+	else
+		snprintf(who, sizeof(who), "a reader whose document is corrupt");
+	wsl_error_detail(&err->workspace_root, workspace);
+	if (first->has_owner)
+		wsl_error_detail(&err->holder, first->raw);
+	if (first->probed) {
+		wsl_error_detail(&err->liveness, liveness_name(first->liveness));
+		wsl_error_detail(&err->liveness_reason, first->reason);
+	}
+	if (x->action != NULL && strcmp(x->action, "reclaim") == 0)
+		return wsl_error_set(err, WSL_BUSY,
+				     "live readers; the hook needs the workspace alone: %s is a shared lock that %zu other reader%s still hold%s (%s%s); not reclaimed (reclaim without '-- CMD' takes the dead reader over)",
+				     workspace, n, n == 1 ? "" : "s", n == 1 ? "s" : "", who,
+				     n > 1 ? ", and others" : "");
+	return wsl_error_set(err, WSL_BUSY,
+			     "%s is a shared lock that %zu other reader%s still hold%s (%s%s): the command would run beside %s, as a reader, and a repair needs the workspace alone; nothing changed; next: take the dead reader over without a command (the same recover without '-- ...'), then run the repair with 'wslock run %s -- REPAIR-CMD', which waits for the readers",
+			     workspace, n, n == 1 ? "" : "s", n == 1 ? "s" : "", who,
+			     n > 1 ? ", and others" : "", n == 1 ? "it" : "them", workspace);
 }
 
 int lockrules_check_take_over(const char *workspace, const struct registry_expect *x,

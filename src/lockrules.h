@@ -131,7 +131,21 @@ struct registry_expect {
 	const char *force_reason;	/* recorded in the journal */
 	bool allow_retained;		/* recover: true; reclaim: false */
 	const char *action;		/* journal action */
+	bool alone;			/* the new owner runs a command that needs the
+					 * workspace alone (recover -- CMD, reclaim
+					 * --yes -- CMD): lockrules_check_alone */
 };
+
+/*
+ * For x->alone: 0 unless e is a shared lock in which another holder than
+ * the one x names is held and not provably dead (live, or of unknown
+ * liveness: fail closed); then -1 with WSL_BUSY naming it (and how many
+ * there are), with nothing changed: a recovered reader stays a reader, so
+ * its command would run beside the live readers, and a repair is a write.
+ * Every backend asks this before it takes one reader over with a command.
+ */
+int lockrules_check_alone(const char *workspace, const struct registry_expect *x,
+			  const struct lock_entry *e, struct wsl_error *err);
 
 /* ---- conflicts (acquire) --------------------------------------------- */
 

@@ -348,22 +348,30 @@ static void command_prefix(const struct cli *c, char *out, size_t len)
 /* The save-and-recover line for the dead owner of ws; path (or NULL) is
  * that owner's own document when it is one reader of several
  * (lockrules_holder_document): copied by its path, since inspect --owner
- * gives every reader the same one, the first a writer meets. */
+ * gives every reader the same one, the first a writer meets. A dead
+ * reader (shared) is recovered without a command, and the repair runs
+ * after it under an exclusive run, which waits for the other readers: a
+ * recovered reader stays a reader, and recover refuses to run a command
+ * beside live ones (lockrules_check_alone). */
 static void recover_line(const char *pre, const char *ws, const char *path,
-			 char *out, size_t len)
+			 bool shared, char *out, size_t len)
 {
-	char p[PATH_MAX * 4 + 8] = "";
+	char p[PATH_MAX * 4 + 8] = "", save[PATH_MAX * 8 + 64];
 
 	if (path != NULL) {
 		shell_word(path, p, sizeof(p));
-		snprintf(out, len,
-			 "cp %s owner.json && %s recover --retain-on-failure --expected-owner owner.json %s -- REPAIR-CMD",
-			 p, pre, ws);
-		return;
+		snprintf(save, sizeof(save), "cp %s owner.json", p);
+	} else {
+		snprintf(save, sizeof(save), "%s inspect --owner %s > owner.json", pre, ws);
 	}
-	snprintf(out, len,
-		 "%s inspect --owner %s > owner.json && %s recover --retain-on-failure --expected-owner owner.json %s -- REPAIR-CMD",
-		 pre, ws, pre, ws);
+	if (shared)
+		snprintf(out, len,
+			 "%s && %s recover --expected-owner owner.json %s && %s run --retain-on-failure %s -- REPAIR-CMD",
+			 save, pre, ws, pre, ws);
+	else
+		snprintf(out, len,
+			 "%s && %s recover --retain-on-failure --expected-owner owner.json %s -- REPAIR-CMD",
+			 save, pre, ws);
 }
 
 /* The next step for a corrupt lock that recover clears (the lock of ws,
@@ -458,7 +466,7 @@ static bool next_command(const struct cli *c, const struct wsl_error *err,
 	command_prefix(c, pre, sizeof(pre));
 	shell_word(err->workspace_root, ws, sizeof(ws));
 	if (strcmp(err->liveness, "dead") == 0 && err->code == WSL_RECOVERY_REQUIRED)
-		recover_line(pre, ws, err->path, out, len);
+		recover_line(pre, ws, err->path, err->shared_holder, out, len);
 	else
 		snprintf(out, len, "%s inspect %s", pre, ws);
 	return true;
@@ -578,7 +586,7 @@ static void row_details(FILE *out, const struct cli *c, const struct lock_entry 
 	shell_word(e->workspace_root, ws, sizeof(ws));
 	if (e->liveness == LIVENESS_DEAD) {
 		recover_line(pre, ws, lockrules_holder_document(e) ? e->lock_path : NULL,
-			     line, sizeof(line));
+			     e->shared, line, sizeof(line));
 		fprintf(out, "%s  next: check the workspace, then recover it, with your repair as REPAIR-CMD:\n"
 		       "    %s\n", indent, line);
 	} else if (e->liveness == LIVENESS_UNKNOWN) {

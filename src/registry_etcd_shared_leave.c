@@ -332,6 +332,8 @@ int etcd_shared_take_over(struct registry *reg, const char *workspace,
 	bool ok, for_pid = false;
 	int j, rc = -1;
 
+	if (lockrules_check_alone(workspace, x, prior, err) != 0)
+		return -1;
 	if (h != NULL) {
 		/* The one reader x names is the prior owner. */
 		struct lock_entry pick = *h;

@@ -680,7 +680,11 @@ static int local_take_over(struct registry *reg, const char *workspace,
 	ev.force_reason = x->force ? x->force_reason : NULL;
 	ev.next = next;
 
-	/* A shared lock: the one holder x names becomes *prior (nh holders). */
+	/* A shared lock: the one holder x names becomes *prior (nh holders),
+	 * unless a command that needs the workspace alone would run beside
+	 * the other readers. */
+	if (lockrules_check_alone(workspace, x, e, err) != 0)
+		goto out;
 	nh = shared_pick(e, x);
 	if (lockrules_check_take_over(workspace, x, e, err) != 0)
 		goto out;

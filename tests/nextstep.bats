@@ -209,14 +209,17 @@ paste_run() {
 	run -69 --separate-stderr wsl run "$ws" -- true
 	cmd=$(next_of "$stderr")
 	[ "$cmd" = "${nl[0]#    }" ] || [ "$cmd" = "${nl[1]#    }" ] || fail "error's next: $cmd"
-	# Each line, pasted with the repair, recovers its own reader only.
+	# Each line, pasted with the repair, recovers its own reader only,
+	# then runs the repair under an exclusive run: after the first, that
+	# run meets the other dead reader (69, naming it) and repairs nothing.
 	l1=${nl[0]#    } l2=${nl[1]#    }
-	paste_run "${l1/REPAIR-CMD/repair}"
-	[ "$status" -eq 0 ] || fail "first reader: $stderr"
+	paste_run -69 "${l1/REPAIR-CMD/repair}"
+	[ ! -e "$REPAIR_LOG" ] || fail "the repair ran beside a reader: $(cat "$REPAIR_LOG")"
 	run -0 wsl inspect "$ws"
 	jq_ok '(.holders | length) == 1'
 	[[ $l2 == *"cp $(jq -r '.holders[0].lock_path' <<<"$output") "* ]] || fail "the wrong reader went: $output"
 	paste_run "${l2/REPAIR-CMD/repair}"
 	[ "$status" -eq 0 ] || fail "second reader: $stderr"
+	[ "$(cat "$REPAIR_LOG")" = "$ws|held" ] || fail "repair did not run under the lock: $(cat "$REPAIR_LOG")"
 	[ "$(wsl inspect "$ws" | jq -r .state)" = free ]
 }

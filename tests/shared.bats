@@ -217,9 +217,9 @@ entered() {
 	jq -c ".owners[] | select(.token == \"$live_token\")" <<<"$output" >"$BATS_TEST_TMPDIR/live.json"
 	run wsl recover --expected-owner "$BATS_TEST_TMPDIR/live.json" "$(W a)"
 	[ "$status" = 75 ]
-	run -0 --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/dead.json" "$(W a)" -- \
-		sh -c 'echo "$WSLOCK_TOKEN"'
-	local new=$output
+	# (without a command: one would run beside the live reader, refused)
+	run -0 --separate-stderr wsl recover --expected-owner "$BATS_TEST_TMPDIR/dead.json" "$(W a)"
+	local new=$(json_get .owner.token)
 	[ "${#new}" = 32 ] && [ "$new" != "$live_token" ]
 	run -0 wsl inspect "$(W a)"
 	jq_ok "(.owners | length) == 1 and .owners[0].token == \"$live_token\""
@@ -426,4 +426,58 @@ entered() {
 	[ "${lines[0]}" = writer-real:75 ] && [ "${lines[1]}" = reader-real:0 ] &&
 		[ "${lines[2]}" = reader-held:0 ] && [ "${lines[3]}" = writer-alias:75 ] ||
 		fail "unexpected: $output $stderr"
+}
+
+# repair_cmd: the command line of a repair (a write): it marks itself
+# inside and leaves VIOLATION when a reader is inside with it.
+repair_cmd() {
+	printf "sh -c 'touch \"\$1/writer.in\"; ls \"\$1\" | grep -q \"^inside\\\\.\" && touch \"\$1/VIOLATION\"; touch \"\$1/repaired\"; echo w >>\"\$1/order\"; rm -f \"\$1/writer.in\"' sh %s" "$(M)"
+}
+
+@test "a dead reader beside a live one: recover and reclaim --yes with a command refuse (75) and run nothing; the printed next: recovers it, then repairs alone after the live reader" {
+	mkws a
+	local ws=$(W a) doc cmd
+	reader 1 "$ws" 1
+	wait_for "entered 1" 20 || fail "the reader did not enter"
+	killed_reader "$ws"
+	doc=$(wsl inspect "$ws" | jq -r '.holders[] | select(.liveness == "dead") | .lock_path')
+	cp "$doc" "$BATS_TEST_TMPDIR/dead.json"
+	local before
+	before=$(wsl inspect "$ws" | jq -c '[.holders[] | .liveness] | sort')
+	# recover with a command would run it as a reader, beside reader 1
+	for opt in "" --retain-on-failure; do
+		run -75 --separate-stderr wsl recover $opt --expected-owner "$BATS_TEST_TMPDIR/dead.json" "$ws" -- \
+			sh -c "$(repair_cmd)"
+		[[ $stderr == *"1 other reader still holds"*"pid $RPID"*"wslock run $(canon "$ws") -- REPAIR-CMD"*"[WSLOCK_BUSY]" ]] ||
+			fail "recover $opt: $stderr"
+		[ ! -e "$(M)/repaired" ] || fail "the repair ran beside the live reader"
+		[ "$(wsl inspect "$ws" | jq -c '[.holders[] | .liveness] | sort')" = "$before" ]
+	done
+	# reclaim --yes -- CMD: the dead reader is skipped, the hook never runs
+	run -0 --separate-stderr wsl reclaim --yes -- sh -c "$(repair_cmd)"
+	jq -e '.reclaimed == [] and ([.skipped[] | select(.code == "WSLOCK_BUSY") | .why |
+		startswith("live readers; the hook needs the workspace alone")] == [true])' <<<"$output" >/dev/null ||
+		fail "reclaim: $output"
+	[ ! -e "$(M)/repaired" ] || fail "the hook ran beside the live reader"
+	# The next: of a writer meeting the dead reader recovers it without a
+	# command, then repairs under an exclusive run that waits for reader 1.
+	run -69 --separate-stderr wsl run -n "$ws" -- true
+	cmd=$(sed -n 's/^wslock: .*; next: \(.*\) \[WSLOCK_[A-Z_]*\]$/\1/p' <<<"$stderr")
+	[[ $cmd == "cp "*" owner.json && "*" recover --expected-owner owner.json "*" && "*" run --retain-on-failure "*" -- REPAIR-CMD" ]] ||
+		fail "next: $cmd"
+	mkdir -p "$BATS_TEST_TMPDIR/bin"
+	ln -sf "$WSLOCK" "$BATS_TEST_TMPDIR/bin/wslock"
+	(cd "$BATS_TEST_TMPDIR" && PATH=$BATS_TEST_TMPDIR/bin:$PATH &&
+		eval "${cmd/REPAIR-CMD/$(repair_cmd)}") </dev/null >/dev/null 2>"$BATS_TEST_TMPDIR/paste.err" 3>&- &
+	local paste=$!
+	track_pid "$paste"
+	wait_for "[ \"\$(wsl inspect '$ws' | jq '.holders | length')\" = 1 ] && grep -q waiting '$BATS_TEST_TMPDIR/paste.err'" 20 ||
+		fail "the repair does not wait for the live reader: $(cat "$BATS_TEST_TMPDIR/paste.err")"
+	[ ! -e "$(M)/repaired" ]
+	touch "$(M)/GO"
+	wait_exit "$paste" 30
+	[ "$WAIT_STATUS" -eq 0 ] || fail "the pasted line: $WAIT_STATUS $(cat "$BATS_TEST_TMPDIR/paste.err")"
+	[ -e "$(M)/repaired" ] && [ ! -e "$(M)/VIOLATION" ]
+	[ "$(cat "$(M)/order")" = "$(printf 'r1\nw')" ]
+	[ "$(wsl inspect "$ws" | jq -r .state)" = free ]
 }

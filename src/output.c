@@ -294,10 +294,10 @@ static void shell_word(const char *word, char *out, size_t len)
 	out[o] = '\0';
 }
 
-/* "wslock" and the options that name this command's registry when it is not
- * the one a plain "wslock" in another terminal would find: -d for a registry
- * other than ${XDG_STATE_HOME:-$HOME/.local/state}/wslock (from -d,
- * WSLOCK_DIR or STATE_DIRECTORY), the etcd backend and its endpoints. */
+/* The bound of command_prefix's words (a -d path; or the etcd endpoints,
+ * prefix, three TLS file paths and a user), shell-quoted. */
+#define PREFIX_MAX (PATH_MAX * 4 + 256)
+
 /* Whether c's commands go to etcd (--backend, else WSLOCK_BACKEND). */
 static bool etcd_backend(const struct cli *c)
 {
@@ -308,6 +308,56 @@ static bool etcd_backend(const struct cli *c)
 	return backend != NULL && strcmp(backend, "etcd") == 0;
 }
 
+/* An etcd setting: the option, else its variable (empty counts as unset,
+ * as the etcd backend reads them). */
+static const char *etcd_setting(const char *opt, const char *var)
+{
+	if (opt == NULL || opt[0] == '\0')
+		opt = getenv(var);
+	return opt != NULL && opt[0] != '\0' ? opt : NULL;
+}
+
+/* Appends to out the TLS files and the user that c's etcd client uses,
+ * as etcdctl's options (etcdctl) or as wslock's, so that a line pasted in
+ * another terminal reaches the same cluster the same way. The password
+ * is never written: etcdctl gets --password="$WSLOCK_ETCD_PASSWORD" (the
+ * variable named, expanded by the shell that runs the line) and wslock
+ * reads that variable itself for an --etcd-user without ":PASSWORD". */
+static void etcd_auth_words(const struct cli *c, bool etcdctl, char *out, size_t len)
+{
+	static const char *const ctl[] = { " --cacert=", " --cert=", " --key=" };
+	static const char *const own[] = { " --etcd-cacert ", " --etcd-cert ", " --etcd-key " };
+	const char *files[] = {
+		etcd_setting(c->reg_cfg.etcd_cacert, "WSLOCK_ETCD_CACERT"),
+		etcd_setting(c->reg_cfg.etcd_cert, "WSLOCK_ETCD_CERT"),
+		etcd_setting(c->reg_cfg.etcd_key, "WSLOCK_ETCD_KEY"),
+	};
+	const char *user = etcd_setting(c->reg_cfg.etcd_user, "WSLOCK_ETCD_USER"), *colon;
+	char name[256];
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		if (files[i] != NULL) {
+			snprintf(out + strlen(out), len - strlen(out), "%s",
+				 etcdctl ? ctl[i] : own[i]);
+			shell_word(files[i], out, len);
+		}
+	if (user == NULL)
+		return;
+	colon = strchr(user, ':');
+	snprintf(name, sizeof(name), "%.*s",
+		 (int)(colon != NULL ? (size_t)(colon - user) : strlen(user)), user);
+	snprintf(out + strlen(out), len - strlen(out), "%s", etcdctl ? " --user=" : " --etcd-user ");
+	shell_word(name, out, len);
+	if (etcdctl && (colon != NULL || getenv("WSLOCK_ETCD_PASSWORD") != NULL))
+		snprintf(out + strlen(out), len - strlen(out),
+			 " --password=\"$WSLOCK_ETCD_PASSWORD\"");
+}
+
+/* "wslock" and the options that name this command's registry when it is not
+ * the one a plain "wslock" in another terminal would find: -d for a registry
+ * other than ${XDG_STATE_HOME:-$HOME/.local/state}/wslock (from -d,
+ * WSLOCK_DIR or STATE_DIRECTORY), the etcd backend, its endpoints, prefix,
+ * TLS files and user (etcd_auth_words). */
 static void command_prefix(const struct cli *c, char *out, size_t len)
 {
 	const char *backend = c->reg_cfg.backend, *env;
@@ -329,6 +379,7 @@ static void command_prefix(const struct cli *c, char *out, size_t len)
 			snprintf(out + strlen(out), len - strlen(out), " --etcd-prefix ");
 			shell_word(c->reg_cfg.etcd_prefix, out, len);
 		}
+		etcd_auth_words(c, false, out, len);
 		return;
 	}
 	if (registry_default_path(c->reg_cfg.lock_dir, path, &err) != 0) {
@@ -388,8 +439,8 @@ static void recover_line(const char *pre, const char *ws, const char *path,
 static bool corrupt_line(const struct cli *c, const char *ws, const char *path,
 			 char *out, size_t len)
 {
-	char pre[PATH_MAX * 2 + 64], w[PATH_MAX * 4 + 8] = "", p[PATH_MAX * 4 + 8] = "";
-	char ep[PATH_MAX * 2 + 32] = "";
+	char pre[PREFIX_MAX], w[PATH_MAX * 4 + 8] = "", p[PATH_MAX * 4 + 8] = "";
+	char ep[PREFIX_MAX] = "";
 	const char *eps;
 	struct stat st;
 
@@ -406,6 +457,7 @@ static bool corrupt_line(const struct cli *c, const char *ws, const char *path,
 			snprintf(ep, sizeof(ep), " --endpoints=");
 			shell_word(eps, ep, sizeof(ep));
 		}
+		etcd_auth_words(c, true, ep, sizeof(ep));
 		command_prefix(c, pre, sizeof(pre));
 		shell_word(ws, w, sizeof(w));
 		shell_word(path, p, sizeof(p));
@@ -452,7 +504,7 @@ bool output_corrupt_next(const struct cli *c, const struct lock_entry *e,
 static bool next_command(const struct cli *c, const struct wsl_error *err,
 			 char *out, size_t len)
 {
-	char pre[PATH_MAX * 2 + 64], ws[PATH_MAX * 4 + 8] = "";
+	char pre[PREFIX_MAX], ws[PATH_MAX * 4 + 8] = "";
 
 	if (err->code == WSL_LOCK_CORRUPT)
 		return err->corrupt_clearable && err->workspace_root != NULL &&
@@ -552,7 +604,7 @@ static void format_age(const char *iso, char *out, size_t len)
 static void row_details(FILE *out, const struct cli *c, const struct lock_entry *e,
 			const char *indent)
 {
-	char pre[PATH_MAX * 2 + 64], ws[PATH_MAX * 4 + 8] = "";
+	char pre[PREFIX_MAX], ws[PATH_MAX * 4 + 8] = "";
 	char line[PATH_MAX * 8 + 256];
 
 	if (e->state == LOCK_CORRUPT && output_corrupt_next(c, e, line, sizeof(line))) {

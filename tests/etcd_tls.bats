@@ -124,3 +124,34 @@ local_setup() {
 	[[ $stderr == *"authentication"* ]]
 	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
 }
+
+@test "etcd TLS: a corrupt key's next step carries the endpoints, CA, certificate, key and user for etcdctl and wslock, never the password; pasted, it clears the key" {
+	mkws a
+	local tls=(--etcd-cacert "$WSL_TLS/ca.crt" --etcd-cert "$WSL_TLS/client.crt"
+		--etcd-key "$WSL_TLS/client.key" --etcd-user alice:alicepw) next
+	run -0 --separate-stderr wsl run "${tls[@]}" "$(W a)" -- true
+	tctl put "/wslock/lock$(W a)" 'garbage{' >/dev/null
+	run -65 --separate-stderr wsl acquire "${tls[@]}" -n --pid $$ "$(W a)"
+	assert_json_error WSLOCK_LOCK_CORRUPT
+	next=$(json_get .error.next "$output")
+	[[ $next == "etcdctl --endpoints=$WSL_TLS_EP --cacert=$WSL_TLS/ca.crt --cert=$WSL_TLS/client.crt --key=$WSL_TLS/client.key --user=alice --password=\"\$WSLOCK_ETCD_PASSWORD\" get -w json /wslock/lock$(W a) | "* ]] ||
+		fail "etcdctl part: $next"
+	[[ $next == *" recover --force --reason \"\$REASON\" --expected-owner corrupt-owner.json $(W a)" ]] || fail "recover part: $next"
+	[[ $next == *"--etcd-endpoints $WSL_TLS_EP --etcd-cacert $WSL_TLS/ca.crt --etcd-cert $WSL_TLS/client.crt --etcd-key $WSL_TLS/client.key --etcd-user alice recover "* ]] ||
+		fail "wslock part: $next"
+	[[ $next != *alicepw* && $stderr != *alicepw* && $output != *alicepw* ]] || fail "the password is printed: $stderr"
+	# The same from the WSLOCK_ETCD_* variables, the password among them.
+	run -65 --separate-stderr env WSLOCK_ETCD_CACERT="$WSL_TLS/ca.crt" WSLOCK_ETCD_CERT="$WSL_TLS/client.crt" \
+		WSLOCK_ETCD_KEY="$WSL_TLS/client.key" WSLOCK_ETCD_USER=alice WSLOCK_ETCD_PASSWORD=alicepw \
+		"$WSLOCK" acquire -n --pid $$ "$(W a)"
+	[ "$(json_get .error.next "$output")" = "$next" ] || fail "from the variables: $output"
+	# Pasted in another terminal with only the password in its environment.
+	mkdir "$BATS_TEST_TMPDIR/bin" "$BATS_TEST_TMPDIR/paste"
+	ln -s "$WSLOCK" "$BATS_TEST_TMPDIR/bin/wslock"
+	run -0 --separate-stderr env -u WSLOCK_BACKEND -u WSLOCK_ETCD_ENDPOINTS -u ETCDCTL_API \
+		WSLOCK_ETCD_PASSWORD=alicepw REASON="torn, checked" PATH="$BATS_TEST_TMPDIR/bin:$PATH" \
+		sh -c "cd '$BATS_TEST_TMPDIR/paste' && $next"
+	jq_ok '.action == "cleared-corrupt"'
+	run -0 --separate-stderr wsl inspect "${tls[@]}" "$(W a)"
+	jq_ok '.state == "free"'
+}

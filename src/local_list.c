@@ -115,13 +115,17 @@ static void heap_offer(struct lock_names *l, const unsigned char *k)
 	memcpy(l->keys[i], k, sizeof(l->keys[i]));
 }
 
-/* Keeps name: a key above after (any key when after is NULL), or (with
- * others) a name that is not a key. */
+/* Keeps name: a key above after (any key when after is NULL; after_hex
+ * is after in hex), or (with others) a name that is not a key. */
 static int names_add(struct lock_names *l, const char *name, const unsigned char *after,
-		     bool others)
+		     const char *after_hex, bool others)
 {
 	unsigned char k[WSL_KEY_HEX / 2];
 
+	/* A later pass: a name not above the last key handed over is no key
+	 * it keeps (hex digits sort as their bytes), and is not decoded. */
+	if (after != NULL && strncmp(name, after_hex, WSL_KEY_HEX) <= 0)
+		return 0;
 	if (key_bytes(name, k)) {
 		if (after == NULL || key_bytes_cmp(k, after) > 0)
 			heap_offer(l, k);
@@ -158,10 +162,13 @@ static void names_free(struct lock_names *l)
 static int names_read(struct registry *reg, struct lock_names *l, const unsigned char *after,
 		      bool others, struct wsl_error *err)
 {
+	char after_hex[WSL_KEY_HEX + 1];
 	struct dirent *de;
 	DIR *dir;
 	int fd, rc = 0;
 
+	if (after != NULL)
+		key_to_hex(after, after_hex);
 	l->nkeys = 0;
 	if (l->keys == NULL) {
 		l->cap = pass_keys();
@@ -176,7 +183,7 @@ static int names_read(struct registry *reg, struct lock_names *l, const unsigned
 	while ((de = readdir(dir)) != NULL) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		if (names_add(l, de->d_name, after, others) != 0) {
+		if (names_add(l, de->d_name, after, after_hex, others) != 0) {
 			rc = wsl_error_errno(err, WSL_OS, errno, "out of memory");
 			break;
 		}

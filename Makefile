@@ -60,7 +60,7 @@ ALL_LDFLAGS = -pthread $(SAN) $(LDFLAGS)
 LIBS = $(DEPS_LIBS)
 
 CORE = src/error.o src/crypto.o src/platform.o src/fsx.o src/owner.o src/journal.o \
-       src/testhook.o src/registry.o src/registry_etcd.o src/registry_etcd_read.o src/registry_etcd_write.o src/registry_etcd_queue.o src/registry_etcd_watch.o src/registry_etcd_nest.o src/registry_etcd_shared.o src/registry_etcd_shared_leave.o src/etcd.o src/etcd_kv.o src/etcd_watch.o \
+       src/testhook.o src/registry.o src/registry_etcd.o src/registry_etcd_read.o src/registry_etcd_write.o src/registry_etcd_queue.o src/registry_etcd_watch.o src/registry_etcd_nest.o src/registry_etcd_shared.o src/registry_etcd_shared_leave.o src/registry_etcd_multi.o src/etcd.o src/etcd_kv.o src/etcd_watch.o \
        src/liveness.o src/lockrules.o src/wspath.o src/registry_local.o src/local_open.o src/local_wait.o src/local_queue.o \
        src/local_markers.o src/local_multi.o src/local_list.o src/local_garbage.o src/local_upgrade.o src/mountinfo.o src/wsmounts.o src/nest.o
 # shared locks (local backend)

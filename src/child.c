@@ -273,6 +273,34 @@ static int let_go(struct cli *c, struct registry *reg, const struct owner *o,
 	return status;
 }
 
+/* let_go of the n locks of os[0..n) (workspaces wss) at once, released
+ * all or none (registry_release_multi: one etcd transaction); status is
+ * the command's. Returns wslock's exit status. */
+static int let_go_all(struct cli *c, struct registry *reg, const struct owner *os,
+		      const char *const *wss, size_t n, int status)
+{
+	struct wsl_error err = { 0 };
+
+	if (registry_release_multi(reg, wss, n, os[0].token, NULL, &err) == 0) {
+		keeper_done();
+		return status;
+	}
+	keeper_done();
+	if (err.code == WSL_BACKEND_UNAVAILABLE) {
+		output_notice("the command finished, but the locks of %s and the other %zu workspaces could not be released (%s): they are left held, dead once their lease runs out; see 'wslock inspect %s'",
+			      wss[0], n - 1, err.message, wss[0]);
+		wsl_error_clear(&err);
+		return status;
+	}
+	if (err.code == WSL_NOT_HELD)
+		wsl_error_set(&err, WSL_OWNERSHIP_LOST,
+			      "the lock of %s was removed while this command held it; nothing released",
+			      err.workspace_root != NULL ? err.workspace_root : wss[0]);
+	status = output_error(c, &err);
+	wsl_error_clear(&err);
+	return status;
+}
+
 int child_run_held(struct cli *c, struct registry *reg, const struct owner *o,
 		   int live_fd, const struct child *ch)
 {
@@ -322,10 +350,16 @@ int child_run_held_multi(struct cli *c, struct registry *reg, const struct owner
 	/* Each lock is let go (released, or retained on failure) even when
 	 * another one's fails: that one's error is the status. */
 	status = WIFSIGNALED(wstatus) ? 128 + WTERMSIG(wstatus) : WEXITSTATUS(wstatus);
-	for (i = 0, wstatus_ok = status; i < n; i++) {
-		int s = let_go(c, reg, &os[i], ch, wstatus);
-		if (s != wstatus_ok)
-			status = s;
+	if (n > 1 && !(status != 0 && ch->retain_on_failure) &&
+	    strcmp(registry_backend(reg), "etcd") == 0) {
+		/* etcd: the set is released whole, in one transaction. */
+		status = let_go_all(c, reg, os, wss, n, status);
+	} else {
+		for (i = 0, wstatus_ok = status; i < n; i++) {
+			int s = let_go(c, reg, &os[i], ch, wstatus);
+			if (s != wstatus_ok)
+				status = s;
+		}
 	}
 	for (i = 0; i < n; i++) {
 		fsx_close(live_fds[i]);

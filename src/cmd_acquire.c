@@ -115,6 +115,68 @@ static int give_back(struct cli *c, struct registry *reg, const struct owner *o,
 	return status;
 }
 
+/* Releases every lock of set (all or none where the backend can:
+ * registry_release_multi). */
+static int release_set(struct registry *reg, const struct hold_set *set,
+		       struct wsl_error *err)
+{
+	const char *wss[REGISTRY_MULTI_MAX];
+
+	for (size_t i = 0; i < set->n; i++)
+		wss[i] = set->ws[i];
+	return registry_release_multi(reg, wss, set->n, set->os[0].token, NULL, err);
+}
+
+/* start_keeper for the set's locks, just acquired at once on one lease:
+ * one keeper (of the first owner: the lease, the check and the watch
+ * cover the whole set); when it cannot start, the set is given back. */
+static int start_keeper_multi(struct registry *reg, const struct hold_set *set,
+			      struct wsl_error *err)
+{
+	struct wsl_error rerr = { 0 };
+	int pidfd = keeper_pid_open(&set->os[0], err);
+
+	if (pidfd != -1 && keeper_pid_start(reg, &set->os[0], pidfd, err) == 0)
+		return 0;
+	release_set(reg, set, &rerr);
+	wsl_error_clear(&rerr);
+	return -1;
+}
+
+/* give_back for the set (one release of all where the backend can, an
+ * etcd keeper poked); the status of the last that failed, else 74. */
+static int give_back_multi(struct cli *c, struct registry *reg, const struct hold_set *set,
+			   int e)
+{
+	int status = 0;
+
+	if (strcmp(registry_backend(reg), "etcd") != 0) {
+		for (size_t i = 0; i < set->n; i++)
+			status = give_back(c, reg, &set->os[i], e);
+		return status;
+	}
+	{
+		struct wsl_error err = { 0 }, rerr = { 0 };
+
+		if (release_set(reg, set, &rerr) == 0) {
+			keeper_pid_poke(set->os[0].token, KEEPER_POKE_WAIT_MS);
+			wsl_error_set(&err, WSL_IO,
+				      "cannot write the owner documents to standard output (%s); the locks of %s and the other %zu workspaces were released again",
+				      strerror(e), set->ws[0], set->n - 1);
+		} else {
+			wsl_error_set(&err, WSL_IO,
+				      "cannot write the owner documents to standard output (%s), and the locks of %s and the other %zu workspaces could not be released (%s): they are held for pid %ld, token %s",
+				      strerror(e), set->ws[0], set->n - 1, rerr.message,
+				      (long)set->os[0].pid, set->os[0].token);
+		}
+		wsl_error_clear(&rerr);
+		c->json_errors = false;
+		status = output_error(c, &err);
+		wsl_error_clear(&err);
+	}
+	return status;
+}
+
 /* Blocks SIGINT, SIGTERM and SIGHUP and returns a signalfd of them: a
  * signal ends a wait cleanly; once published, the holder is the caller. */
 static int acquire_signals(void)
@@ -140,6 +202,8 @@ static int acquire_multi(struct cli *c, struct acquire_args *a, char **args, siz
 	sigset_t mask;
 	json_t *out, *list;
 	int rc, status = 0;
+	long long fence;
+	bool leased;
 
 	memset(&reg, 0, sizeof(reg));
 	rc = hold_set_open(&set, &reg, &c->reg_cfg, args, n, &err);
@@ -153,19 +217,24 @@ static int acquire_multi(struct cli *c, struct acquire_args *a, char **args, siz
 		return output_error(c, &err);
 	}
 	a->hold.wait.sigfd = acquire_signals();
-	rc = hold_acquire_multi(c, &reg, set.os, n, &a->hold.wait, NULL, &err);
+	/* etcd: one liveness lease for the set, one keeper (as for one). */
+	leased = strcmp(registry_backend(&reg), "etcd") == 0;
+	reg.lease_for_pid = leased;
+	rc = hold_acquire_multi(c, &reg, set.os, n, &a->hold.wait,
+				leased ? set.live_fds : NULL, &err);
 	if (rc == 0 && a->hold.wait.sigfd >= 0) {
 		/* Interrupted while publishing: the caller will not learn the
 		 * token, so nobody could release the locks. Give them back. */
 		struct signalfd_siginfo si;
 		if (read(a->hold.wait.sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-			for (size_t i = 0; i < n; i++) {
-				registry_release(&reg, set.ws[i], set.os[i].token, NULL, &err);
-				wsl_error_clear(&err);
-			}
+			release_set(&reg, &set, &err);
+			wsl_error_clear(&err);
 			rc = (int)si.ssi_signo;
 		}
 	}
+	if (rc == 0 && leased && start_keeper_multi(&reg, &set, &err) != 0)
+		rc = -1;
+	fence = reg.fence;
 	if (a->hold.wait.sigfd >= 0)
 		close(a->hold.wait.sigfd);
 	if (rc != 0) {
@@ -186,14 +255,14 @@ static int acquire_multi(struct cli *c, struct acquire_args *a, char **args, siz
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(list, owner_to_json(&set.os[i]));
 	json_object_set_new(out, "owners", list);
+	/* etcd: the set's one fencing token (one transaction took it all) */
+	if (fence > 0)
+		json_object_set_new(out, "fence", json_integer(fence));
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGPIPE);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
-	if (output_json_write(c, out) != 0) {
-		int e = errno;
-		for (size_t i = 0; i < n; i++)
-			status = give_back(c, &reg, &set.os[i], e);
-	}
+	if (output_json_write(c, out) != 0)
+		status = give_back_multi(c, &reg, &set, errno);
 	hold_set_free(&set);
 	registry_close(&reg);
 	return status;
@@ -306,7 +375,8 @@ const struct cli_command cmd_acquire = {
 	"If the owner document cannot be written (a full disk, a closed pipe), the\n"
 	"lock is released again and acquire exits 74 (WSLOCK_IO).\n"
 	"Several workspaces are locked all at once or not at all; acquire then prints\n"
-	"{\"owners\":[...]}, one document each, all with one token:\n"
+	"{\"owners\":[...]}, one document each, all with one token (etcd: and the\n"
+	"set's one \"fence\"):\n"
 	"  token=$(wslock acquire --pid $$ A B | jq -r '.owners[0].token')\n"
 	"  ...; wslock release --token \"$token\" A B\n",
 };

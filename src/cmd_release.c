@@ -228,11 +228,28 @@ static int release_multi(struct cli *c, struct release_args *a, char **args, siz
 	for (i = 0; i < n; i++)
 		if (wait_nested(c, &reg, ws[i], a, &nfd[i], &err) != 0)
 			goto done;
+	if (!a->retain) {
+		/* All at once where the backend can (etcd: one transaction). */
+		const char *wss[REGISTRY_MULTI_MAX];
+
+		for (i = 0; i < n; i++)
+			wss[i] = ws[i];
+		if (registry_release_multi(&reg, wss, n, a->token, os, &err) != 0) {
+			/* the one it names (none: the set as a whole) */
+			for (i = 0; i < n && (err.workspace_root == NULL ||
+					      strcmp(err.workspace_root, ws[i]) != 0); i++)
+				;
+			goto done;
+		}
+		/* An acquire's keeper on this machine (etcd) checks its locks
+		 * now and exits, rather than at its next renewal. */
+		if (strcmp(registry_backend(&reg), "etcd") == 0)
+			keeper_pid_poke(a->token, KEEPER_POKE_WAIT_MS);
+	}
 	for (i = 0; i < n; i++) {
 		char *retained = NULL;
 
-		if ((a->retain ? retain(&reg, ws[i], a, &retained, &err) :
-		     registry_release(&reg, ws[i], a->token, &os[i], &err)) != 0) {
+		if (a->retain && retain(&reg, ws[i], a, &retained, &err) != 0) {
 			free(retained);
 			goto done;
 		}

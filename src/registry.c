@@ -361,6 +361,22 @@ int registry_release(struct registry *reg, const char *workspace,
 	return reg->ops->release(reg, workspace, token, released, err);
 }
 
+int registry_release_multi(struct registry *reg, const char *const *wss, size_t n,
+			   const char *token, struct owner *released,
+			   struct wsl_error *err)
+{
+	if (n == 1 || reg->ops->release_multi == NULL) {
+		for (size_t i = 0; i < n; i++)
+			if (registry_release(reg, wss[i], token,
+					     released != NULL ? &released[i] : NULL, err) != 0) {
+				wsl_error_detail(&err->workspace_root, wss[i]);
+				return -1;
+			}
+		return 0;
+	}
+	return reg->ops->release_multi(reg, wss, n, token, released, err);
+}
+
 int registry_list(struct registry *reg, bool probe,
 		  int (*fn)(const struct lock_entry *e, void *arg), void *arg,
 		  struct wsl_error *err)

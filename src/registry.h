@@ -294,10 +294,10 @@ int registry_try_acquire(struct registry *reg, const struct owner *o,
 #define REGISTRY_MULTI_MAX 16
 
 /*
- * Fails with WSL_USAGE when reg's backend cannot take n > 1 workspaces
- * at once (etcd today: its one transaction for all is not written), or
- * not shared ones (reg->acquire_shared, the backend without
- * multi_shared), else returns 0; n of 0 or 1 always passes.
+ * Fails with WSL_USAGE for more than REGISTRY_MULTI_MAX workspaces, when
+ * reg's backend cannot take n > 1 workspaces at once, or not shared ones
+ * (reg->acquire_shared, the backend without multi_shared: etcd); else
+ * returns 0; n of 0 or 1 always passes.
  */
 int registry_multi_check(const struct registry *reg, size_t n, struct wsl_error *err);
 
@@ -333,6 +333,20 @@ int registry_try_acquire_multi(struct registry *reg, const struct owner *os, siz
 int registry_release(struct registry *reg, const char *workspace,
 		     const char *token, struct owner *released,
 		     struct wsl_error *err);
+
+/*
+ * registry_release for the n workspaces wss[0..n) (n <= REGISTRY_MULTI_MAX)
+ * whose owners all have token (a set acquired at once), released[0..n)
+ * (or NULL) getting their owners: where the backend can, all or none in
+ * one step (etcd: one transaction that compares every lock's exact bytes;
+ * any of them not token's: nothing released, with that one's error and
+ * err->workspace_root naming it); elsewhere (local) one registry_release
+ * each, in order, stopping at the first that fails (the ones before it
+ * stay released). n == 1 is registry_release.
+ */
+int registry_release_multi(struct registry *reg, const char *const *wss, size_t n,
+			   const char *token, struct owner *released,
+			   struct wsl_error *err);
 
 /*
  * Calls fn for every lock in locks/ (sorted by key), probing liveness when

@@ -40,6 +40,11 @@ struct registry_ops {
 	int (*release)(struct registry *reg, const char *workspace,
 		       const char *token, struct owner *released,
 		       struct wsl_error *err);
+	/* optional: several workspaces at once, all or none; NULL: one
+	 * release each (registry_release_multi) */
+	int (*release_multi)(struct registry *reg, const char *const *wss, size_t n,
+			     const char *token, struct owner *released,
+			     struct wsl_error *err);
 	int (*list)(struct registry *reg, bool probe,
 		    int (*fn)(const struct lock_entry *e, void *arg), void *arg,
 		    struct wsl_error *err);

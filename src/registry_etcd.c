@@ -4,6 +4,9 @@
  * take-over) in registry_etcd_write.c, waiting (the FIFO queue) in
  * registry_etcd_queue.c; registry_etcd.h is what they share.
  *
+ * Several workspaces at once (registry_etcd_multi.c) are locks of these
+ * keys too, written and released together in one transaction each.
+ *
  * Keys, below the prefix P (default "/wslock/"), W a canonical workspace
  * path (so its first byte is '/'):
  *
@@ -279,6 +282,10 @@ int check_own(struct etcd_state *s, const struct owner *o,
 	char *mine = owner_bytes(o, &len);
 	int rc = 0;
 
+	if (set_names(s, o->token)) {	/* several workspaces: each of them */
+		free(mine);
+		return check_own_set(s, err);
+	}
 	if (mine == NULL || read_entry(s, o->workspace_root, true, &e, &m, &rerr) != 0) {
 		free(mine);
 		wsl_error_clear(&rerr);
@@ -397,6 +404,7 @@ static void etcd_registry_close(struct registry *reg)
 	if (s->nest_fd >= 0)
 		close(s->nest_fd);
 	held_forget(s);
+	set_forget(s);
 	explicit_bzero(s->password, sizeof(s->password));
 	free(s);
 	reg->backend = NULL;
@@ -411,7 +419,9 @@ static const struct registry_ops etcd_ops = {
 	.get_chain = etcd_get_chain,
 	.overlaps = etcd_overlaps,
 	.try_acquire = etcd_try_acquire,
+	.try_acquire_multi = etcd_try_acquire_multi,
 	.release = etcd_release,
+	.release_multi = etcd_release_multi,
 	.list = etcd_list,
 	.take_over = etcd_take_over,
 	.retain = etcd_retain,

@@ -3,7 +3,8 @@
  * keepalive, open and close, with the key layout and the invariants atop
  * it; registry_etcd_read.c: reading locks; registry_etcd_write.c: acquire,
  * release, retain, take-over); registry_etcd_shared.c and
- * registry_etcd_shared_leave.c: shared locks). Nothing else includes it: the rest of
+ * registry_etcd_shared_leave.c: shared locks; registry_etcd_multi.c:
+ * several workspaces at once). Nothing else includes it: the rest of
  * wslock sees the backend through etcd_registry_open (registry_backend.h).
  *
  * Every function that can fail returns -1 with err filled, as the registry
@@ -60,7 +61,8 @@ struct etcd_state {
 	char lease_ws[PATH_MAX];
 	long long last_rev;		/* header revision of the last read */
 	/* waiting (registry_etcd_queue.c) */
-	const struct owner *want;	/* the owner of the acquire in progress */
+	const struct owner *want;	/* the owners of the acquire in progress */
+	size_t want_n;			/* (several workspaces at once: n) */
 	bool want_shared;		/* it is a shared one (--shared): its queue
 					 * key is P "queue+" (registry_etcd_queue.c) */
 	bool held_shared;		/* the lock this process acquired is one
@@ -72,6 +74,7 @@ struct etcd_state {
 	struct key ahead_key;		/* the waiter ahead, as last seen */
 	struct key stale_key;		/* a waiter ahead that stopped renewing:
 					 * passed (registry_etcd_queue.c) */
+	long long stale_lease;		/* its lease: all its keys are passed */
 	bool wait_head;			/* it is the holder's lock key: no
 					 * waiter was ahead when it was read */
 	long long wait_rev;		/* from this revision on */
@@ -79,6 +82,19 @@ struct etcd_state {
 					 * watches the holder pid (registry.h) */
 	int nest_fd;			/* the outer run's own open of its nested
 					 * runs' file, or -1 (registry_etcd_nest.c) */
+	struct etcd_set *set;		/* the several workspaces this process
+					 * acquired at once, or NULL
+					 * (registry_etcd_multi.c) */
+};
+
+/* Several workspaces acquired at once (registry_etcd_multi.c): one token,
+ * one lease, one create revision. */
+struct etcd_set {
+	size_t n;			/* 2..REGISTRY_MULTI_MAX */
+	struct owner *os;		/* n owners, in argument order */
+	char **vals;			/* their stored bytes */
+	size_t *lens;
+	long long create;		/* the create revision of every lock key */
 };
 
 /* What a lock entry does not say about its key. */
@@ -153,6 +169,11 @@ int fill_entry(const char *path, const struct etcd_kv *const kv[KINDS],
 /* Reads path's lock into *e (and *m); with probe, its liveness too. */
 int read_entry(struct etcd_state *s, const char *path, bool probe,
 	       struct lock_entry *e, struct kv_meta *m, struct wsl_error *err);
+/* read_entry for paths[0..n) into e[0..n) and m[0..n): READ_CHUNK
+ * workspaces per transaction, each chunk at one revision. */
+int read_entries(struct etcd_state *s, const char *const *paths, size_t n,
+		 bool probe, struct lock_entry *e, struct kv_meta *m,
+		 struct wsl_error *err);
 /* The number of components of path. */
 size_t depth_of(const char *path);
 /* registry_ops.get, .get_chain, .overlaps and .list (registry.h,
@@ -268,6 +289,24 @@ int etcd_shared_take_over(struct registry *reg, const char *workspace,
 
 /* ---- registry_etcd_queue.c: FIFO waiting (the design atop it) ---- */
 
+/* queue_ahead for a waiter of several workspaces os[0..n) at once: the
+ * nearest waiter ahead overlapping any of them; *which gets the index of
+ * the first of os it overlaps. */
+int queue_ahead_set(struct etcd_state *s, const struct owner *os, size_t n,
+		    struct lock_entry *ahead, size_t *which, struct wsl_error *err);
+/* queue_put_op for each of os[0..n) on s->lease into ops[0..n), their
+ * keys in keys[0..n) and values (to free, each NULL when not made) in
+ * values[0..n); s->queue_key is left the first's. */
+int queue_put_ops(struct etcd_state *s, const struct owner *os, size_t n,
+		  struct etcd_op *ops, struct key *keys, char **values, struct wsl_error *err);
+/* The compare "no waiter is queued at all" into *cmp (its key and range
+ * end in *key and *end): the one a transaction too full for the
+ * per-workspace ones makes instead. */
+int queue_compare_all(const struct etcd_state *s, struct etcd_compare *cmp,
+		      struct key *key, struct key *end, struct wsl_error *err);
+/* P "queue" ws "//" lease into k: that waiter's key. */
+int queue_key_lease(const struct etcd_state *s, const char *ws, long long lease,
+		    struct key *k, struct wsl_error *err);
 /* How many compares queue_compares makes for ws (at most depth_of(ws)). */
 size_t queue_compares_room(const char *ws);
 /* The compares "no waiter of a workspace overlapping ws is queued" into
@@ -302,6 +341,25 @@ int etcd_wait(struct registry *reg, int sigfd, long timeout_ms, struct wsl_error
  * or it nests in the holder's lock) revokes its lease now, and its queue
  * key goes with it: nobody waits behind it meanwhile. */
 void etcd_wait_end(struct registry *reg);
+
+/* ---- registry_etcd_multi.c: several workspaces at once (the design
+ * atop it) ---- */
+
+/* registry_ops.try_acquire_multi and .release_multi (registry.h), for
+ * 2..REGISTRY_MULTI_MAX workspaces. */
+int etcd_try_acquire_multi(struct registry *reg, const struct owner *os, size_t n,
+			   const struct registry_deadline *dl, int *live_fds,
+			   struct lock_entry *conflict, size_t *which,
+			   struct wsl_error *err);
+int etcd_release_multi(struct registry *reg, const char *const *wss, size_t n,
+		       const char *token, struct owner *released, struct wsl_error *err);
+/* Whether s->set is the set of token's owners. */
+bool set_names(const struct etcd_state *s, const char *token);
+/* check_own for every lock of s->set (one read transaction): 0, or
+ * WSL_OWNERSHIP_LOST naming the first workspace lost. */
+int check_own_set(struct etcd_state *s, struct wsl_error *err);
+/* Forgets s->set (frees it). */
+void set_forget(struct etcd_state *s);
 
 /* ---- registry_etcd_nest.c: runs nested under a run's lock ---- */
 

@@ -181,6 +181,34 @@ int queue_compares(const struct etcd_state *s, const char *ws,
 	return 0;
 }
 
+int queue_compare_all(const struct etcd_state *s, struct etcd_compare *cmp,
+		      struct key *key, struct key *end, struct wsl_error *err)
+{
+	size_t el;
+
+	/* both kinds: a set is exclusive, it waits for every waiter */
+	if (queue_all(s, true, key, end->b, &el, err) != 0)
+		return -1;
+	end->len = el;
+	memset(cmp, 0, sizeof(*cmp));
+	cmp->target = ETCD_TARGET_CREATE;
+	cmp->cmp = ETCD_CMP_EQUAL;
+	cmp->key = key->b;
+	cmp->key_len = key->len;
+	cmp->range_end = end->b;
+	cmp->range_end_len = end->len;
+	return 0;
+}
+
+int queue_key_lease(const struct etcd_state *s, const char *ws, long long lease,
+		    struct key *k, struct wsl_error *err)
+{
+	char tail[SEP_LEN + LEASE_HEX + 1];
+
+	snprintf(tail, sizeof(tail), SEP "%016llx", (unsigned long long)lease);
+	return queue_key(s, ws, tail, k, err);
+}
+
 int queue_put_op(struct etcd_state *s, const struct owner *o, struct etcd_op *op,
 		 char **value, struct wsl_error *err)
 {
@@ -204,6 +232,23 @@ int queue_put_op(struct etcd_state *s, const struct owner *o, struct etcd_op *op
 	return 0;
 }
 
+int queue_put_ops(struct etcd_state *s, const struct owner *os, size_t n,
+		  struct etcd_op *ops, struct key *keys, char **values, struct wsl_error *err)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		values[i] = NULL;
+	/* backwards, so that s->queue_key is left the first workspace's */
+	for (i = n; i-- > 0;) {
+		if (queue_put_op(s, &os[i], &ops[i], &values[i], err) != 0)
+			return -1;
+		keys[i] = s->queue_key;
+		ops[i].key = keys[i].b;
+	}
+	return 0;
+}
+
 void queue_joined(struct etcd_state *s)
 {
 	s->queued = true;
@@ -211,33 +256,47 @@ void queue_joined(struct etcd_state *s)
 	s->wait_head = false;
 }
 
-/* Puts o's queue key on s's lease (granted or renewed first); its create
- * revision is the txn's. */
-static int queue_join(struct etcd_state *s, const struct owner *o, struct wsl_error *err)
+/* Puts the queue keys of os[0..n) (one waiter: n workspaces at once) on
+ * s's lease (granted or renewed first), in one transaction: they share
+ * its revision, the waiter's one place in the order of every queue. */
+static int queue_join(struct etcd_state *s, const struct owner *os, size_t n,
+		      struct wsl_error *err)
 {
-	struct etcd_op op;
+	struct etcd_op ops[REGISTRY_MULTI_MAX];
+	char *values[REGISTRY_MULTI_MAX] = { NULL };
+	struct key *keys = calloc(n, sizeof(*keys));
 	struct etcd_txn t = { 0 };
 	struct etcd_txn_result res;
-	char *value;
+	size_t i;
 	bool ok;
-	int rc;
+	int rc = -1;
 
-	if (lease_ready(s, err) != 0 || queue_put_op(s, o, &op, &value, err) != 0)
-		return -1;
-	t.success = &op;
-	t.n_success = 1;
+	if (keys == NULL)
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	if (n == 0 || n > REGISTRY_MULTI_MAX) {
+		free(keys);
+		return wsl_error_set(err, WSL_INTERNAL, "%zu queue keys at once", n);
+	}
+	if (lease_ready(s, err) != 0 || queue_put_ops(s, os, n, ops, keys, values, err) != 0)
+		goto out;
+	t.success = ops;
+	t.n_success = n;
 	/* A put of the same key and value twice is harmless: resent as a read. */
 	rc = etcd_txn(s->c, &t, &ok, &res, err);
-	free(value);
 	if (rc != 0 && !(err->outcome_unknown && err->code == WSL_BACKEND_UNAVAILABLE))
-		return -1;
+		goto out;
 	wsl_error_clear(err);
 	if (rc == 0) {
 		note_rev(s, res.revision);
 		etcd_txn_result_free(&res);
 	}
 	queue_joined(s);
-	return 0;
+	rc = 0;
+out:
+	for (i = 0; i < n; i++)
+		free(values[i]);
+	free(keys);
+	return rc;
 }
 
 /* Fills e as the conflict that waiter kv (workspace path) is to a caller:
@@ -266,30 +325,37 @@ static int ahead_entry(const struct etcd_kv *kv, const char *path, size_t len,
 }
 
 /* The nearest waiter in kvs[0..n) ahead of ours (create revision below
- * mine; mine < 0: all of them) whose workspace overlaps ws, passing own
- * and s->stale_key; NULL when none. Its workspace goes to *path, *len. */
+ * mine; mine < 0: all of them) whose workspace overlaps one of os[0..nos),
+ * passing own and s->stale_key; NULL when none. Its workspace goes to
+ * *path, *len, the index of the first of ours it overlaps to *which. */
 static const struct etcd_kv *nearest_ahead(const struct etcd_state *s, const struct etcd_kv *kvs,
 					   size_t n, const struct etcd_kv *own, long long mine,
-					   const char *ws, const char **path, size_t *len)
+					   const struct owner *os, size_t nos,
+					   const char **path, size_t *len, size_t *which)
 {
 	const struct etcd_kv *best = NULL;
 	const char *p = NULL;
-	size_t i, plen = 0;
+	size_t i, j, plen = 0;
 
 	for (i = 0; i < n; i++) {
 		if (&kvs[i] == own || (mine >= 0 && kvs[i].create_revision >= mine) ||
 		    kvs[i].key_len > sizeof(s->stale_key.b) ||
 		    same_bytes(kvs[i].key, kvs[i].key_len, s->stale_key.b, s->stale_key.len) ||
+		    (s->stale_lease != 0 && kvs[i].lease == s->stale_lease) ||
 		    !queue_path(s, &kvs[i], &p, &plen) ||
 		    /* a reader waits for exclusive waiters only */
 		    (s->want_shared && kvs[i].key_len > s->prefix_len + 5 &&
 		     kvs[i].key[s->prefix_len + 5] == '+') ||
-		    !paths_overlap(p, plen, ws) ||
 		    (best != NULL && kvs[i].create_revision <= best->create_revision))
+			continue;
+		for (j = 0; j < nos && !paths_overlap(p, plen, os[j].workspace_root); j++)
+			;
+		if (j == nos)
 			continue;
 		best = &kvs[i];
 		*path = p;
 		*len = plen;
+		*which = j;
 	}
 	return best;
 }
@@ -317,7 +383,15 @@ static bool queue_stale(struct etcd_state *s, const struct etcd_kv *kv)
 int queue_ahead(struct etcd_state *s, const struct owner *o, struct lock_entry *ahead,
 		struct wsl_error *err)
 {
-	const char *ws = o->workspace_root;
+	size_t which;
+
+	return queue_ahead_set(s, o, 1, ahead, &which, err);
+}
+
+int queue_ahead_set(struct etcd_state *s, const struct owner *os, size_t nos,
+		    struct lock_entry *ahead, size_t *which, struct wsl_error *err)
+{
+	const char *ws = os[0].workspace_root;
 	struct key k;
 	char end[KEY_MAX];
 	size_t end_len;
@@ -325,6 +399,7 @@ int queue_ahead(struct etcd_state *s, const struct owner *o, struct lock_entry *
 
 	memset(ahead, 0, sizeof(*ahead));
 	ahead->state = LOCK_FREE;
+	*which = 0;
 	if (queue_all(s, true, &k, end, &end_len, err) != 0)
 		return -1;
 	for (tries = 0; tries < 3; tries++) {
@@ -335,7 +410,7 @@ int queue_ahead(struct etcd_state *s, const struct owner *o, struct lock_entry *
 		long long rev = 0, mine = -1;
 
 		if (s->queued && s->queue_lease != s->lease &&
-		    queue_join(s, o, err) != 0)	/* the lease was granted anew */
+		    queue_join(s, os, nos, err) != 0)	/* the lease was granted anew */
 			return -1;
 		if (etcd_range(s->c, k.b, k.len, end, end_len, 0, &kvs, &n, &rev, err) != 0)
 			return -1;
@@ -352,7 +427,7 @@ int queue_ahead(struct etcd_state *s, const struct owner *o, struct lock_entry *
 		}
 		if (own != NULL)
 			mine = own->create_revision;
-		best = nearest_ahead(s, kvs, n, own, mine, ws, &bpath, &blen);
+		best = nearest_ahead(s, kvs, n, own, mine, os, nos, &bpath, &blen, which);
 		/* The same waiter ahead as at the last look, a wait slice
 		 * ago: a waiter killed with -9 keeps its key until its lease
 		 * (TTL + lock-delay) runs out; one that stopped renewing for
@@ -363,7 +438,10 @@ int queue_ahead(struct etcd_state *s, const struct owner *o, struct lock_entry *
 		    queue_stale(s, best)) {
 			memcpy(s->stale_key.b, best->key, best->key_len);
 			s->stale_key.len = best->key_len;
-			best = nearest_ahead(s, kvs, n, own, mine, ws, &bpath, &blen);
+			/* all its keys: a waiter for several workspaces has
+			 * one on each, on one lease */
+			s->stale_lease = best->lease;
+			best = nearest_ahead(s, kvs, n, own, mine, os, nos, &bpath, &blen, which);
 		}
 		s->wait_head = false;
 		s->ahead_key.len = 0;
@@ -412,7 +490,8 @@ int etcd_wait_prepare(struct registry *reg, struct wsl_error *err)
 
 	/* hold.c calls it after the first conflict of s->want's acquire;
 	 * etcd_wait watches from the revision that attempt read. */
-	if (!s->queued && s->want != NULL && queue_join(s, s->want, err) != 0)
+	if (!s->queued && s->want != NULL &&
+	    queue_join(s, s->want, s->want_n > 0 ? s->want_n : 1, err) != 0)
 		return -1;
 	return 1;
 }

@@ -180,9 +180,9 @@ static int entry_fill(struct etcd_state *s, const char *const *paths, size_t cnt
 
 /* Reads the locks of paths[0..n) (lock and retained keys, one consistent
  * revision per chunk) into e[] and m[]. */
-static int read_entries(struct etcd_state *s, const char *const *paths, size_t n,
-			bool probe, struct lock_entry *e, struct kv_meta *m,
-			struct wsl_error *err)
+int read_entries(struct etcd_state *s, const char *const *paths, size_t n,
+		 bool probe, struct lock_entry *e, struct kv_meta *m,
+		 struct wsl_error *err)
 {
 	struct etcd_op ops[KINDS * READ_CHUNK];
 	struct key *keys;

@@ -4,7 +4,8 @@
  * of at its next renewal.
  *
  * A thread of the keeper, with an etcd client of its own (a client is not
- * thread-safe), watches P "lock" W and P "live" W on one stream with
+ * thread-safe), watches P "lock" W and P "live" W (of every workspace of
+ * a set held at once, registry_etcd_multi.c) on one stream with
  * progress notifications, from the revision at which the holder's
  * ownership began: every change since is replayed, so no change is missed
  * between two watches. Any event is confirmed by a read (check_own) before
@@ -36,7 +37,9 @@
 struct own_watch {
 	struct etcd_state s;		/* a copy of the holder's, own client */
 	const struct owner *o;
-	struct key lock_k, live_k;
+	struct key k[2 * REGISTRY_MULTI_MAX];	/* lock and live key of each
+						 * workspace (several: its set) */
+	size_t nk;
 	long long rev;			/* the keys are known up to here */
 	long slice_ms;
 	int fd;				/* the write end */
@@ -53,15 +56,18 @@ static void pause_ms(long ms)
 static void *own_watch_main(void *arg)
 {
 	struct own_watch *w = arg;
-	struct etcd_watch_range r[2] = {
-		{ w->lock_k.b, w->lock_k.len, NULL, 0 },
-		{ w->live_k.b, w->live_k.len, NULL, 0 },
-	};
+	struct etcd_watch_range r[2 * REGISTRY_MULTI_MAX];
 
+	for (size_t i = 0; i < w->nk; i++) {
+		r[i].key = w->k[i].b;
+		r[i].key_len = w->k[i].len;
+		r[i].range_end = NULL;
+		r[i].range_end_len = 0;
+	}
 	for (;;) {
 		struct wsl_error err = { 0 };
 		long long before = w->s.last_rev;
-		int rc = etcd_wait_changes(w->s.c, r, 2, w->rev, w->slice_ms, true, &err);
+		int rc = etcd_wait_changes(w->s.c, r, w->nk, w->rev, w->slice_ms, true, &err);
 
 		wsl_error_clear(&err);
 		if (rc == 0)
@@ -109,12 +115,27 @@ int etcd_watch_own(struct registry *reg, const struct owner *o, int *fd,
 	w->o = o;
 	w->rev = reg->fence > 0 ? reg->fence : s->last_rev;
 	w->slice_ms = s->ttl_s * 1000 / 3 > 1000 ? (long)(s->ttl_s * 1000 / 3) : 1000;
-	if ((s->held_shared ?	/* a reader's own keys (registry_etcd_shared.c) */
-	     holder_key(s, K_LOCK, o->workspace_root, o->token, &w->lock_k, err) != 0 ||
-	     holder_key(s, K_LIVE, o->workspace_root, o->token, &w->live_k, err) != 0 :
-	     key_make(s, "lock", o->workspace_root, &w->lock_k, err) != 0 ||
-	     key_make(s, "live", o->workspace_root, &w->live_k, err) != 0) ||
-	    client_new(s, &w->s.c, err) != 0) {
+	if (s->held_shared) {	/* a reader's own keys (registry_etcd_shared.c) */
+		if (holder_key(s, K_LOCK, o->workspace_root, o->token, &w->k[0], err) != 0 ||
+		    holder_key(s, K_LIVE, o->workspace_root, o->token, &w->k[1], err) != 0) {
+			free(w);
+			return -1;
+		}
+		w->nk = 2;
+	}
+	/* Several workspaces held at once: the keys of each. */
+	for (size_t i = 0; !s->held_shared && i < (set_names(s, o->token) ? s->set->n : 1); i++) {
+		const char *ws = set_names(s, o->token) ? s->set->os[i].workspace_root :
+			o->workspace_root;
+
+		if (key_make(s, "lock", ws, &w->k[w->nk], err) != 0 ||
+		    key_make(s, "live", ws, &w->k[w->nk + 1], err) != 0) {
+			free(w);
+			return -1;
+		}
+		w->nk += 2;
+	}
+	if (client_new(s, &w->s.c, err) != 0) {
 		free(w);
 		return -1;
 	}

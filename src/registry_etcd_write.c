@@ -224,6 +224,7 @@ int etcd_try_acquire(struct registry *reg, const struct owner *o,
 				     "workspace %s is more than %d directories deep: too deep for one etcd transaction",
 				     ws, DEPTH_MAX);
 	s->want = o;	/* for etcd_wait_prepare: its queue key */
+	s->want_n = 1;
 	value = owner_bytes(o, &value_len);
 	cmp = calloc(depth + 2 + qroom, sizeof(*cmp));
 	keys = calloc(depth + 2, sizeof(*keys));

@@ -276,13 +276,14 @@ EOF
 	[ "$(state "$(W a)")" = free ] && [ "$(state "$(W b)")" = free ]
 }
 
-@test "several workspaces on the etcd backend are a usage error naming the limitation" {
+@test "several workspaces with --shared on the etcd backend are a usage error, before any request" {
 	mkws a b
 	# Port 9 (discard): nothing answers; the refusal comes first.
+	# (Several at once on etcd: tests/etcd_multi.bats.)
 	run -64 --separate-stderr wsl --backend etcd --etcd-endpoints http://127.0.0.1:9 \
-		run "$(W a)" "$(W b)" -- echo SHOULD-NOT-RUN
-	[[ $stderr == *"several workspaces"*"etcd"*WSLOCK_USAGE* ]] || fail "stderr: $stderr"
+		run --shared "$(W a)" "$(W b)" -- echo SHOULD-NOT-RUN
+	[[ $stderr == *"--shared"*WSLOCK_USAGE* ]] || fail "stderr: $stderr"
 	run -64 --separate-stderr wsl --backend etcd --etcd-endpoints http://127.0.0.1:9 \
-		acquire --pid $$ "$(W a)" "$(W b)"
+		acquire --shared --pid $$ "$(W a)" "$(W b)"
 	jq -e '.error.code == "WSLOCK_USAGE"' <<<"$output" >/dev/null || fail "output: $output"
 }

@@ -165,6 +165,13 @@ have_opt() {
 		'.fence = 17 | .pid = "x"' '.fence = 17 | .schema_version = 1'; do
 		invalid acquire "$(jq -c "$bad" <<<"$doc")"
 	done
+	# several workspaces: {"owners":[...]}, on etcd with the set's fence
+	doc=$(wsl acquire --pid $$ "$(ws b)" "$(ws c)")
+	valid acquire "$doc"
+	valid acquire "$(jq -c '.fence = 17' <<<"$doc")"
+	for bad in '.fence = 0' '.fence = "17"' '.extra = 1' '.owners |= .[:1]'; do
+		invalid acquire "$(jq -c "$bad" <<<"$doc")"
+	done
 }
 
 @test "schema: the owner schema is exact: missing or extra keys and bad values are rejected" {

@@ -27,7 +27,7 @@ MAX_LINES=${MAX_LINES:-900}
 MODULES='
 registry: registry registry_backend
 local: registry_local local_open local_wait local_queue local_markers local_list local_garbage local_upgrade local_shared local_multi local_prestage
-etcd_backend: registry_etcd registry_etcd_read registry_etcd_write registry_etcd_queue registry_etcd_watch registry_etcd_nest registry_etcd_shared registry_etcd_shared_leave
+etcd_backend: registry_etcd registry_etcd_read registry_etcd_write registry_etcd_queue registry_etcd_watch registry_etcd_nest registry_etcd_shared registry_etcd_shared_leave registry_etcd_multi
 etcd: etcd etcd_impl etcd_kv etcd_watch
 '
 

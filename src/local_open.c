@@ -23,14 +23,41 @@
 /* The stamp this binary writes: "wslock registry format 3\n". */
 #define STAMP_TEXT STAMP_PREFIX STAMP_STR(REGISTRY_FORMAT) "\n"
 
-/* mkdir -p for the parents of path, each new directory 0700. */
-static int make_parents(const char *path, struct wsl_error *err)
+/* The parents of the registry path to be made: with make_below NULL none
+ * (the parent must exist), else mkdir -p below make_below (which must
+ * exist), each new directory 0700. WSL_USAGE when what must exist does not:
+ * a mistyped WSLOCK_DIR or an unmounted volume would otherwise get a new,
+ * empty registry beside the real one, and two holders of one workspace. */
+static int make_parents(const char *path, const char *make_below, struct wsl_error *err)
 {
 	char buf[PATH_MAX];
+	struct stat st;
 	char *p;
+	size_t skip;
 
 	snprintf(buf, sizeof(buf), "%s", path);
-	for (p = buf + 1; *p != '\0'; p++) {
+	if (make_below == NULL) {
+		p = strrchr(buf, '/');
+		if (p == NULL || p == buf)
+			return 0;
+		*p = '\0';
+		if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode))
+			return 0;
+		return wsl_error_set(err, WSL_USAGE,
+				     "registry %s does not exist and its parent %s is %s: "
+				     "a registry named by -d or WSLOCK_DIR is made only in an existing directory "
+				     "(mistyped, or a volume not mounted?); create the parent first if this is meant",
+				     path, buf, errno == ENOENT ? "missing" : "not a directory");
+	}
+	if (stat(make_below, &st) != 0 || !S_ISDIR(st.st_mode))
+		return wsl_error_set(err, WSL_USAGE,
+				     "the default registry %s cannot be made: %s does not exist "
+				     "(set WSLOCK_DIR or -d to an existing directory's registry)",
+				     path, make_below);
+	skip = strlen(make_below);
+	if (strncmp(buf, make_below, skip) != 0)
+		skip = 0;
+	for (p = buf + (skip > 0 ? skip : 1); *p != '\0'; p++) {
 		if (*p != '/')
 			continue;
 		*p = '\0';
@@ -330,7 +357,7 @@ static int journal_check(struct registry *reg, const char *path, struct wsl_erro
 }
 
 static int open_dirs(struct registry *reg, const char *path, const char *workspace,
-		     bool create, struct wsl_error *err)
+		     bool create, const char *make_below, struct wsl_error *err)
 {
 	struct stat st;
 	int fd;
@@ -347,7 +374,7 @@ static int open_dirs(struct registry *reg, const char *path, const char *workspa
 			return 0;
 		}
 		if (check_before_create(path, workspace, err) != 0 ||
-		    make_parents(path, err) != 0)
+		    make_parents(path, make_below, err) != 0)
 			return -1;
 		if (mkdir(path, 0700) != 0 && errno != EEXIST)
 			return wsl_error_errno(err, WSL_IO, errno,
@@ -405,11 +432,11 @@ fail:
 }
 
 int local_open(struct registry *reg, const char *path, const char *workspace,
-	       bool create, struct wsl_error *err)
+	       bool create, const char *make_below, struct wsl_error *err)
 {
 	if (local_init(reg, err) != 0)
 		return -1;
-	if (open_dirs(reg, path, workspace, create, err) != 0) {
+	if (open_dirs(reg, path, workspace, create, make_below, err) != 0) {
 		local_close(reg);
 		return -1;
 	}

@@ -16,22 +16,41 @@
 /* The default registry when neither -d nor WSLOCK_DIR names one (DESIGN §5):
  * $STATE_DIRECTORY/wslock (systemd's StateDirectory=, a colon-separated list:
  * the first), else ${XDG_STATE_HOME:-$HOME/.local/state}/wslock; relative
- * values are ignored, as the XDG spec says. */
-static int default_base(char base[PATH_MAX], struct wsl_error *err)
+ * values are ignored, as the XDG spec says. root (if not NULL) gets the
+ * directory that must already exist for the registry to be made below it:
+ * the StateDirectory, $HOME, or $XDG_STATE_HOME's parent (the spec has
+ * XDG_STATE_HOME itself made when missing). */
+static int default_base(char base[PATH_MAX], char root[PATH_MAX], struct wsl_error *err)
 {
 	const char *env;
-	int n;
+	int n, r = 0;
 
-	if ((env = getenv("STATE_DIRECTORY")) != NULL && env[0] == '/')
+	if ((env = getenv("STATE_DIRECTORY")) != NULL && env[0] == '/') {
 		n = snprintf(base, PATH_MAX, "%.*s/wslock", (int)strcspn(env, ":"), env);
-	else if ((env = getenv("XDG_STATE_HOME")) != NULL && env[0] == '/')
+		if (root != NULL)
+			r = snprintf(root, PATH_MAX, "%.*s", (int)strcspn(env, ":"), env);
+	} else if ((env = getenv("XDG_STATE_HOME")) != NULL && env[0] == '/') {
 		n = snprintf(base, PATH_MAX, "%s/wslock", env);
-	else if ((env = getenv("HOME")) != NULL && env[0] == '/')
+		if (root != NULL) {
+			char *slash;
+
+			r = snprintf(root, PATH_MAX, "%s", env);
+			while (r > 1 && root[r - 1] == '/')
+				root[--r] = '\0';
+			slash = strrchr(root, '/');
+			if (slash == root)
+				slash[1] = '\0';
+			else if (slash != NULL)
+				*slash = '\0';
+		}
+	} else if ((env = getenv("HOME")) != NULL && env[0] == '/') {
 		n = snprintf(base, PATH_MAX, "%s/.local/state/wslock", env);
-	else
+		if (root != NULL)
+			r = snprintf(root, PATH_MAX, "%s", env);
+	} else
 		return wsl_error_set(err, WSL_USAGE,
 				     "no registry directory: none of -d, WSLOCK_DIR, STATE_DIRECTORY (systemd's StateDirectory=), XDG_STATE_HOME or HOME is set to an absolute path");
-	if (n < 0 || n >= PATH_MAX)
+	if (n < 0 || n >= PATH_MAX || r < 0 || r >= PATH_MAX)
 		return wsl_error_set(err, WSL_UNSAFE_PATH,
 				     "registry path is longer than PATH_MAX");
 	return 0;
@@ -59,7 +78,7 @@ int registry_default_path(const char *dir, char out[PATH_MAX],
 						     "WSLOCK_DIR must be an absolute path, not '%s'", env);
 			dir = env;
 		} else {
-			if (default_base(base, err) != 0)
+			if (default_base(base, NULL, err) != 0)
 				return -1;
 			dir = base;
 		}
@@ -142,8 +161,17 @@ int registry_open(struct registry *reg, const struct registry_config *cfg,
 					     "--etcd-endpoints is given but the backend is local: "
 					     "add --backend etcd (or WSLOCK_BACKEND=etcd), or drop "
 					     "--etcd-endpoints to use the local registry");
+		const char *wd = getenv("WSLOCK_DIR");
+		char root[PATH_MAX], unused[PATH_MAX];
+		bool named = cfg->lock_dir != NULL || (wd != NULL && wd[0] != '\0');
+
+		/* A registry named by -d or WSLOCK_DIR is made only where its
+		 * parent exists: a typo or a volume not mounted must not
+		 * quietly make a second, empty registry beside the real one. */
 		if (registry_default_path(cfg->lock_dir, path, err) != 0 ||
-		    local_open(reg, path, cfg->workspace, create, err) != 0)
+		    (!named && default_base(unused, root, err) != 0) ||
+		    local_open(reg, path, cfg->workspace, create, named ? NULL : root,
+			       err) != 0)
 			return -1;
 		reg->acquire_shared = cfg->shared;
 		return 0;

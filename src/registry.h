@@ -161,17 +161,21 @@ int registry_open_for(struct registry *reg, struct registry_config *cfg,
 const char *registry_backend(const struct registry *reg);
 
 /*
- * The local registry at path (absolute). With create, missing directories
- * are made 0700 (the registry and, like mkdir -p, its parents) together with
- * locks/, nest/, tmp/ and .coordination; without it (inspect) nothing is
- * created and a missing registry opens as empty (reg->exists false).
+ * The local registry at path (absolute). With create, a missing registry is
+ * made 0700 with locks/, nest/, tmp/ and .coordination: when make_below is
+ * NULL (a registry named by -d or WSLOCK_DIR) only the registry itself, and
+ * a missing parent fails with WSL_USAGE; else make_below (the default's
+ * $HOME, StateDirectory or XDG_STATE_HOME's parent) must exist (WSL_USAGE)
+ * and the directories between it and path are made 0700 like mkdir -p.
+ * Without create (inspect) nothing is created and a missing registry opens
+ * as empty (reg->exists false).
  * Refuses with WSL_UNSAFE_PATH a registry, or any entry in it, that is a
  * symlink, not owned by the effective uid or open to group or others, and
  * with WSL_NETWORK_FS one on a network filesystem unless
  * WSLOCK_ALLOW_NETWORK_FS=1 (the kernel lock does not work across hosts).
  */
 int local_open(struct registry *reg, const char *path, const char *workspace,
-	       bool create, struct wsl_error *err);
+	       bool create, const char *make_below, struct wsl_error *err);
 
 /* Closes every descriptor (dropping the coordination lock). */
 void registry_close(struct registry *reg);

@@ -80,6 +80,7 @@ in_env() {
 	mkdir -p "$BATS_TEST_TMPDIR/cwd"
 	cd "$BATS_TEST_TMPDIR/cwd"
 	local abs=$BATS_TEST_TMPDIR/cwd/rel/reg
+	mkdir rel
 	run -0 --separate-stderr wsl -d rel/reg inspect --registry
 	jq_ok ".registry == \"$abs\""
 	run -0 --separate-stderr wsl -d rel/reg acquire --pid $$ "$(W a)"
@@ -111,4 +112,50 @@ in_env() {
 		timeout -k 5 30 "$WSLOCK" inspect "$(W a)"
 	[ "${#stderr_lines[@]}" -eq 1 ] || fail "not one line: $stderr"
 	jq_ok '.error.code == "WSLOCK_USAGE"'
+}
+
+@test "location: a registry named by WSLOCK_DIR or -d is made only where its parent exists (a volume not mounted, a typo): 64, nothing made" {
+	mkws a
+	local vol=$BATS_TEST_TMPDIR/var-lib-wslock
+	# The volume is not there: no registry is made, with or without its parents.
+	run -64 --separate-stderr in_env WSLOCK_DIR="$vol/registry" -- run "$(W a)" -- echo SHOULD-NOT-RUN
+	[ -z "$output" ] || fail "the command ran: $output"
+	[ "${#stderr_lines[@]}" -eq 1 ] || fail "not one line: $stderr"
+	[[ $stderr == "wslock: registry $vol/registry does not exist and its parent $vol is missing"*"[WSLOCK_USAGE]" ]] ||
+		fail "unclear: $stderr"
+	[ ! -e "$vol" ] || fail "made $vol"
+	run -64 --separate-stderr in_env -- -d "$vol/registry" acquire --pid $$ "$(W a)"
+	jq_ok '.error.code == "WSLOCK_USAGE"'
+	[ ! -e "$vol" ] || fail "made $vol"
+	# A file where the parent should be is no directory either.
+	: >"$BATS_TEST_TMPDIR/afile"
+	run --separate-stderr in_env WSLOCK_DIR="$BATS_TEST_TMPDIR/afile/registry" -- acquire --pid $$ "$(W a)"
+	[ "$status" -ne 0 ] || fail "acquired in a registry below a file"
+	# A readers' look changes nothing either: the workspace is free.
+	run -0 --separate-stderr in_env WSLOCK_DIR="$vol/registry" -- inspect "$(W a)"
+	jq_ok '.state == "free"'
+	[ ! -e "$vol" ] || fail "inspect made $vol"
+	# Once the volume is there (mounted), the registry inside it is made 0700.
+	mkdir "$vol"
+	run -0 --separate-stderr in_env WSLOCK_DIR="$vol/registry" -- run "$(W a)" -- echo ran
+	[ "$output" = ran ]
+	[ "$(stat -c %a "$vol/registry")" = 700 ]
+}
+
+@test "location: the default registry is made below a HOME that exists, never a missing HOME (Debian's /nonexistent)" {
+	mkws a
+	local h=$BATS_TEST_TMPDIR/nonexistent
+	run -64 --separate-stderr in_env HOME="$h" -- run "$(W a)" -- echo SHOULD-NOT-RUN
+	[ -z "$output" ] || fail "the command ran: $output"
+	[[ $stderr == "wslock: the default registry $h/.local/state/wslock cannot be made: $h does not exist"*"[WSLOCK_USAGE]" ]] ||
+		fail "unclear: $stderr"
+	[ ! -e "$h" ] || fail "made $h"
+	run -64 --separate-stderr in_env XDG_STATE_HOME="$BATS_TEST_TMPDIR/no/state" HOME="$BATS_TEST_TMPDIR" -- \
+		acquire --pid $$ "$(W a)"
+	[ ! -e "$BATS_TEST_TMPDIR/no" ] || fail "made the XDG_STATE_HOME's parent"
+	# A HOME that exists gets .local/state/wslock made, as before.
+	mkdir "$h"
+	run -0 --separate-stderr in_env HOME="$h" -- run "$(W a)" -- echo ran
+	[ "$output" = ran ]
+	[ "$(stat -c %a "$h/.local/state/wslock")" = 700 ]
 }

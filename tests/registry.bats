@@ -124,6 +124,8 @@ assert_refused() {
 	unset WSLOCK_DIR
 	XDG_STATE_HOME=$BATS_TEST_TMPDIR/xdg run -0 --separate-stderr wsl acquire --pid $$ "$(W a)"
 	[ -d "$BATS_TEST_TMPDIR/xdg/wslock/locks" ] || fail "no registry under XDG_STATE_HOME"
+	# A HOME that exists (tests/location.bats: a missing one is refused).
+	mkdir "$BATS_TEST_TMPDIR/home"
 	HOME=$BATS_TEST_TMPDIR/home run -0 --separate-stderr wsl acquire --pid $$ "$(W b)"
 	[ -d "$BATS_TEST_TMPDIR/home/.local/state/wslock/locks" ] || fail "no registry under HOME"
 }

@@ -294,6 +294,32 @@ static int emit(struct cli *c, json_t *out, bool silent, json_t *collect)
 	return 0;
 }
 
+static void queued_free(struct lock_entry *q, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		lock_entry_free(&q[i]);
+	free(q);
+}
+
+/* The waiters queued for a free workspace (registry_queued) as the
+ * report's "queued": [{pid, mode, workspace_root, since}], oldest first;
+ * NULL when out of memory. */
+static json_t *queued_json(const struct lock_entry *q, size_t n)
+{
+	json_t *list = json_array();
+
+	for (size_t i = 0; list != NULL && i < n; i++)
+		if (json_array_append_new(list, json_pack("{s:I,s:s,s:s,s:s}",
+				"pid", (json_int_t)q[i].owner.pid,
+				"mode", q[i].shared ? "shared" : "exclusive",
+				"workspace_root", q[i].workspace_root,
+				"since", q[i].owner.acquired_at)) != 0) {
+			json_decref(list);
+			list = NULL;
+		}
+	return list;
+}
+
 /* inspect WORKSPACE: its lock and the locks overlapping it; *state gets
  * the exit status --exit-status gives: the worst state of those locks
  * (lockrules_worse_code). */
@@ -305,11 +331,12 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 	bool silent = a->exit_status && c->quiet;
 	char ws[PATH_MAX];
 	struct overlap *ov = NULL;
-	struct lock_entry e;
+	struct lock_entry e, *queued = NULL;
 	struct stat st;
 	json_t *out, *list;
-	size_t n = 0, i;
+	size_t n = 0, i, nq = 0;
 	enum wsl_code code;
+	int rc;
 
 	if (registry_workspace(reg, arg, true, ws, err) != 0)
 		return -1;
@@ -333,8 +360,18 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 	 * overlap it, as run would meet them (a dead ancestor: 69). */
 	for (i = 0; i < n; i++)
 		code = lockrules_worse_code(code, lockrules_state_code(&ov[i].entry));
+	/* Free, but a waiter queued for it (or for a workspace overlapping
+	 * it) comes first: run -n is refused (75), so --exit-status says 75
+	 * too, and the report names the waiters. */
+	if (code == WSL_OK && registry_queued(reg, ws, &queued, &nq, err) != 0) {
+		lock_entry_free(&e);
+		lock_overlaps_free(ov, n);
+		return -1;
+	}
+	if (nq > 0)
+		code = WSL_BUSY;
 	*state = wsl_code_exit(code);
-	if (e.state == LOCK_FREE && n == 0 && stat(ws, &st) != 0) {
+	if (e.state == LOCK_FREE && n == 0 && nq == 0 && stat(ws, &st) != 0) {
 		lock_entry_free(&e);
 		lock_overlaps_free(ov, n);
 		return wsl_error_set(err, WSL_NO_WORKSPACE,
@@ -344,20 +381,21 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 		out = e.has_owner ? owner_to_json(&e.owner) : json_null();
 		lock_entry_free(&e);
 		lock_overlaps_free(ov, n);
+		queued_free(queued, nq);
 		return emit(c, out, silent, collect);
 	}
 	snprintf(e.workspace_root, sizeof(e.workspace_root), "%s", ws);
 	if (silent) {
 		lock_entry_free(&e);
 		lock_overlaps_free(ov, n);
+		queued_free(queued, nq);
 		return 0;
 	}
 	if (text) {
 		size_t nh = e.n_holders > 0 ? e.n_holders : 1;
 		struct output_row *rows = calloc(n + nh, sizeof(*rows));
 		char (*labels)[PATH_MAX + 32] = calloc(n + 1, sizeof(*labels));
-		int rc = -1;
-
+		rc = -1;
 		if (rows != NULL && labels != NULL) {
 			/* A shared lock: a row for each holder. */
 			for (i = 0; i < nh; i++)
@@ -371,6 +409,8 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 				rows[i + nh].label = labels[i];
 			}
 			rc = output_table(c, rows, n + nh);
+			if (rc == 0 && nq > 0)
+				rc = output_queued_text(queued, nq);
 		} else {
 			wsl_error_set(err, WSL_OS, "out of memory");
 		}
@@ -378,6 +418,7 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 		free(labels);
 		lock_entry_free(&e);
 		lock_overlaps_free(ov, n);
+		queued_free(queued, nq);
 		return rc;
 	}
 	out = output_entry_json(&e);
@@ -392,7 +433,9 @@ static int inspect_one(struct cli *c, struct registry *reg, const char *arg,
 	}
 	lock_entry_free(&e);
 	lock_overlaps_free(ov, n);
-	if (out == NULL || list == NULL || i < n ||
+	rc = nq > 0 && out != NULL ? json_object_set_new(out, "queued", queued_json(queued, nq)) : 0;
+	queued_free(queued, nq);
+	if (out == NULL || list == NULL || i < n || rc != 0 ||
 	    json_object_set_new(out, "overlapping", json_incref(list)) != 0) {
 		json_decref(list);
 		json_decref(out);

@@ -738,6 +738,56 @@ int queue_check(struct registry *reg, const struct owner *os, size_t n_os,
 	return 0;
 }
 
+int queue_list(struct registry *reg, const char *workspace,
+	       struct lock_entry **out, size_t *n, struct wsl_error *err)
+{
+	struct local_queue *q = queue_state(reg);
+	struct queue_slot *slots = NULL;
+	struct queue_entry me = { 0 };
+	unsigned long long max = 0;
+	size_t ns = 0, i;
+	int rc = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (q == NULL)
+		return wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+	if (queue_open_dir(reg, q, false, err) != 0 ||
+	    queue_slots(reg, q, &slots, &ns, &max, err) != 0)
+		return -1;
+	/* an exclusive newcomer for workspace: every waiter it conflicts with */
+	me.mode = QUEUE_EXCLUSIVE;
+	snprintf(me.workspace, sizeof(me.workspace), "%s", workspace);
+	if (!owner_identity(NULL, workspace, me.fs, me.fspath))
+		me.fs[0] = me.fspath[0] = '\0';
+	for (i = 0; i < ns; i++) {
+		struct lock_entry *more;
+
+		if (!queue_load(q, &slots[i], false, NULL) || !queue_conflict(&me, &slots[i].e) ||
+		    queue_stopped(&slots[i].e))
+			continue;
+		more = realloc(*out, (*n + 1) * sizeof(**out));
+		if (more == NULL) {
+			rc = wsl_error_errno(err, WSL_OS, ENOMEM, "out of memory");
+			break;
+		}
+		*out = more;
+		memset(&more[*n], 0, sizeof(more[*n]));
+		queued_conflict(&more[*n], &slots[i].e, &me);
+		more[*n].shared = slots[i].e.mode == QUEUE_SHARED;
+		(*n)++;
+	}
+	queue_slots_free(slots, ns);
+	if (rc != 0) {
+		for (i = 0; i < *n; i++)
+			lock_entry_free(&(*out)[i]);
+		free(*out);
+		*out = NULL;
+		*n = 0;
+	}
+	return rc;
+}
+
 void queue_poke_stopped(struct registry *reg)
 {
 	struct local_queue *q = queue_state(reg);

@@ -753,6 +753,21 @@ int output_table(const struct cli *c, const struct output_row *rows, size_t n)
 	return 0;
 }
 
+int output_queued_text(const struct lock_entry *q, size_t n)
+{
+	char ws[PATH_MAX * 4];
+
+	for (size_t i = 0; i < n; i++) {
+		one_line(q[i].workspace_root, ws, sizeof(ws));
+		printf("  queued: pid %ld (%s) waits for %s since %s: a run of this workspace now waits behind it (-n: 75)\n",
+		       (long)q[i].owner.pid, q[i].shared ? "shared" : "exclusive", ws,
+		       q[i].owner.acquired_at);
+	}
+	if (fflush(stdout) == EOF || ferror(stdout))
+		return write_failed(errno);
+	return 0;
+}
+
 /* One journal line's cells for the text view, each on one line
  * (one_line): time, action, workspace, who did it, and why it was allowed. */
 struct journal_cells {

@@ -82,6 +82,12 @@ struct output_row {
  * registry options of c when it is not the default). */
 int output_table(const struct cli *c, const struct output_row *rows, size_t n);
 
+/* After the table of a free workspace: one line each for the n waiters q
+ * queued for it (registry_queued): pid, mode, what it waits for and since
+ * when, and that a run now waits behind them. 0, or the exit status of a
+ * failed write (as output_json). */
+int output_queued_text(const struct lock_entry *q, size_t n);
+
 /* One row of output_table rendered ahead (inspect --all --format text:
  * the table's width comes from every row, so rows are kept, and a kept
  * row is its text, not its lock entry): its WORKSPACE cell and the rest,

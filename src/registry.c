@@ -344,6 +344,14 @@ int registry_overlaps(struct registry *reg, const char *workspace, bool probe,
 	return reg->ops->overlaps(reg, workspace, probe, out, n, err);
 }
 
+int registry_queued(struct registry *reg, const char *workspace,
+		    struct lock_entry **out, size_t *n, struct wsl_error *err)
+{
+	*out = NULL;
+	*n = 0;
+	return reg->ops->queued != NULL ? reg->ops->queued(reg, workspace, out, n, err) : 0;
+}
+
 int registry_try_acquire(struct registry *reg, const struct owner *o,
 			 const struct registry_deadline *dl, int *live_fd,
 			 struct lock_entry *conflict, struct wsl_error *err)

@@ -266,6 +266,19 @@ int registry_locate(struct registry *reg, const char *ws, char root[PATH_MAX],
  * by identity, O(mounts that matter x depth). *out is a new array of *n entries; free with
  * lock_overlaps_free. Markers whose lock is gone are skipped.
  */
+/*
+ * The waiters queued for workspace (canonical) or for a workspace that
+ * overlaps it, oldest first, each as a queued lock_entry (queued true,
+ * owner.pid and owner.acquired_at its arrival, workspace_root what it
+ * waits for, shared its mode): the waiters a `run` of workspace now would
+ * stand behind (no barging, DESIGN.md section 5). Read only, without the
+ * coordination lock; stopped waiters, which a newcomer passes, are left
+ * out. *out is a new array of *n (lock_entry_free each, free it); a
+ * backend without a readable queue gives none. 0, or -1 with err.
+ */
+int registry_queued(struct registry *reg, const char *workspace,
+		    struct lock_entry **out, size_t *n, struct wsl_error *err);
+
 int registry_overlaps(struct registry *reg, const char *workspace, bool probe,
 		      struct overlap **out, size_t *n, struct wsl_error *err);
 

@@ -26,6 +26,10 @@ struct registry_ops {
 			 struct lock_entry **out, size_t *n, struct wsl_error *err);
 	int (*overlaps)(struct registry *reg, const char *workspace, bool probe,
 			struct overlap **out, size_t *n, struct wsl_error *err);
+	/* optional: the waiters queued for workspace (registry_queued);
+	 * NULL: none are known */
+	int (*queued)(struct registry *reg, const char *workspace,
+		      struct lock_entry **out, size_t *n, struct wsl_error *err);
 	int (*try_acquire)(struct registry *reg, const struct owner *o,
 			   const struct registry_deadline *dl, int *live_fd, struct lock_entry *conflict,
 			   struct wsl_error *err);

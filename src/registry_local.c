@@ -872,6 +872,7 @@ const struct registry_ops registry_local_ops = {
 	.unlock = local_unlock,
 	.get = local_get,
 	.overlaps = local_overlaps,
+	.queued = queue_list,
 	.try_acquire = local_try_acquire,
 	.try_acquire_multi = local_try_acquire_multi,
 	.multi_shared = true,

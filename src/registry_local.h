@@ -375,6 +375,11 @@ int local_try_acquire_multi(struct registry *reg, const struct owner *os, size_t
 int queue_check(struct registry *reg, const struct owner *os, size_t n,
 		struct lock_entry *conflict, struct wsl_error *err);
 
+/* The backend's queued (registry_queued): the live, running entries of
+ * queue/ that overlap workspace, read without collecting any. */
+int queue_list(struct registry *reg, const char *workspace,
+	       struct lock_entry **out, size_t *n, struct wsl_error *err);
+
 /* Leaves the queue if queued (no error): the entry is closed, which wakes
  * the waiters sleeping on it, then unlinked. */
 void queue_leave(struct registry *reg);

@@ -322,3 +322,25 @@ two_waiters() {
 	wait_exit "$pw" 30 && [ "$WAIT_STATUS" = 0 ]
 	[ "$(cat "$BATS_TEST_TMPDIR/order")" = "$(printf 'inner\nw')" ]
 }
+
+@test "inspect of a free workspace a waiter is queued for: --exit-status 75 as run -n meets it, the waiters under queued (JSON and text)" {
+	mkws app site other
+	hold "$(W site)"
+	# waits for site, and so stands in app's queue too
+	queue_waiter multi "$(W app)" "$(W site)"
+	run -75 --separate-stderr wsl run -n "$(W app)" -- true
+	run -75 --separate-stderr wsl inspect -q --exit-status "$(W app)"
+	run -0 --separate-stderr wsl inspect "$(W app)"
+	jq -e --arg app "$(canon "$(W app)")" --argjson pid "$WAITER_PID" \
+		'.state == "free" and .queued == [{"pid": $pid, "mode": "exclusive", "workspace_root": $app, "since": .queued[0].since}]' \
+		<<<"$output" >/dev/null || fail "queued: $output"
+	run -0 --separate-stderr wsl inspect --format text "$(W app)"
+	[[ $output == *"queued: pid $WAITER_PID (exclusive) waits for $(canon "$(W app)") since "* ]] || fail "text: $output"
+	# a workspace nobody waits for: no queued, 0
+	run -0 --separate-stderr wsl inspect "$(W other)"
+	jq_ok 'has("queued") | not'
+	run -0 wsl inspect -q --exit-status "$(W other)"
+	unhold
+	wait_exit "$WAITER_PID" 20
+	run -0 wsl inspect -q --exit-status "$(W app)"
+}

@@ -8,6 +8,7 @@
 #include "output.h"
 #include "fsx.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -293,6 +294,16 @@ static int run_main(struct cli *c, int argc, char **argv)
 	ch.retain_on_failure = a.retain;
 	ch.kill_after_ms = a.kill_after_ms;
 	c->reg_cfg.shared = a.shared;
+	/* A command that cannot be started (not found, not executable) never
+	 * touches the workspace: no lock is taken, nothing is retained, and
+	 * the status is the one its failed exec would give (127, 126). One
+	 * that goes missing after this check fails at its exec under the
+	 * lock, as any command that exits 127 there. */
+	if ((rc = spawn_check_command(ch.cmd, ".")) != 0) {
+		output_notice("cannot run %s: %s; no lock taken [%s]", ch.cmd[0], strerror(rc),
+			      wsl_code_name(WSL_OS));
+		return rc == ENOENT ? 127 : 126;
+	}
 	if (dashdash - first > 1)
 		return run_multi(c, &a, &ch, argv + first, (size_t)(dashdash - first));
 

@@ -242,3 +242,25 @@ assert_retained() {
 	inspect_json "$(W c)"
 	jq_ok '.state == "free"' "$INSPECT"
 }
+
+@test "run --retain-on-failure of a command that cannot be started (not found 127, not executable 126) takes no lock and retains nothing; a real exit 127 still retains" {
+	mkws a
+	run -127 --separate-stderr wsl run --retain-on-failure "$(W a)" -- /nonexistent/command
+	[[ $stderr == "wslock: cannot run /nonexistent/command: "*"no lock taken [WSLOCK_OS]" ]] || fail "stderr: $stderr"
+	run -0 wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+	printf '#!/bin/sh\n' >"$BATS_TEST_TMPDIR/noexec"
+	chmod 0644 "$BATS_TEST_TMPDIR/noexec"
+	run -126 --separate-stderr wsl run --retain-on-failure "$(W a)" "$(W a)/../other" -- "$BATS_TEST_TMPDIR/noexec"
+	run -0 wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+	# not in PATH
+	run -127 --separate-stderr env PATH=/nonexistent "$WSLOCK" run --retain-on-failure "$(W a)" -- true
+	run -0 wsl inspect "$(W a)"
+	jq_ok '.state == "free"'
+	[ ! -e "$WSLOCK_DIR/journal.jsonl" ]
+	# A command that ran and exited 127 is a failure like any other.
+	run -127 --separate-stderr wsl run --retain-on-failure "$(W a)" -- sh -c 'exit 127'
+	run -0 wsl inspect "$(W a)"
+	jq_ok '.state == "retained" and .retained.reason == "command exited with status 127"'
+}

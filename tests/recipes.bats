@@ -254,6 +254,18 @@ ci_recover() {
 		stub_called "^make test\|$WS\|"
 		[ "$(state "$WS")" = free ]
 
+		# A lock retained on purpose (its owner reads dead too) is left
+		# for a person: no repair, and the tests fail with 69.
+		rm -f "$STUB_DIR/log"
+		run wsl run --retain-on-failure "$WS" -- false
+		[ "$(state "$WS")" = retained ]
+		run_recipe "$sh" -e
+		[ "$status" -eq 69 ] || fail "$sh, retained: exit $status: $stderr"
+		! grep -q reset-workspace "$STUB_DIR/log" 2>/dev/null || fail "$sh: repaired a retained lock"
+		[ "$(state "$WS")" = retained ]
+		wsl inspect --owner "$WS" >"$T/retained.json"
+		run -0 wsl recover --expected-owner "$T/retained.json" "$WS"
+
 		# Another job holds the lock: the step waits for it instead of failing.
 		rm -f "$STUB_DIR/log"
 		hold "$WS"

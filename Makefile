@@ -6,6 +6,8 @@
 #   make install PREFIX=/usr/local DESTDIR=
 #   make CPPFLAGS=... CFLAGS=... LDFLAGS=...   (as dpkg-buildflags gives them)
 #   make WERROR=1         warnings are errors (CI)
+#   make LINK_DEPS=shared link libjansson and libsodium shared (default: static
+#                         where their .a files exist)
 
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin

@@ -148,9 +148,8 @@ int local_try_acquire_multi(struct registry *reg, const struct owner *os, size_t
 	*which = 0;
 	if (n == 0 || n > REGISTRY_MULTI_MAX)
 		return wsl_error_set(err, WSL_INTERNAL, "%zu workspaces at once", n);
-	/* owner.json written and fsynced before .coordination, once for
-	 * every attempt of a waiter (local_prestage.c). */
-	prestage_all(reg, os, n, live_fds != NULL);
+	/* What a waiter stages before it sleeps (local_prestage.c). */
+	prestage_note(reg, os, n, live_fds != NULL);
 	if (local_lock(reg, LOCK_EX, dl, err) != 0)
 		return -1;
 	if (check_all(reg, os, n, conflict, which, join, err) != 0)

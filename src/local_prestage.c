@@ -1,31 +1,33 @@
-/* local_prestage.c - a lock's staging directory (its owner.json, live and
- * nested files), written and fsynced BEFORE .coordination is taken
- * (DESIGN.md section 5: "the owner document durable before the command
- * starts"; files fsynced before their rename).
+/* local_prestage.c - a waiter's lock staged before it sleeps: its
+ * staging directory (owner.json, live and nested), written and fsynced
+ * outside .coordination (DESIGN.md section 5: "the owner document durable
+ * before the command starts"; files fsynced before their rename).
  *
- * An exclusive acquire stages its lock first, outside .coordination
- * (prestage_all: staging/acq.PID.RAND, flock()ed LOCK_EX by its stager
- * while it waits to be published), so that inside the critical section
- * only the check, the markers, the rename into locks/ and the fsync of
- * locks/ remain: one fsync under .coordination instead of two. The owner
- * document is built once, before the first attempt (hold_set_owners: its
- * acquired_at is the first attempt's time), so the same staged directory
- * serves every attempt of a waiter: the doc is written and fsynced once,
- * before the wait, and a waiter that is served only renames (the next
- * holder's fsync of its document is off the hand-over path). A staged
- * directory not published (a conflict with -n, a timeout, a nested run, a
- * signal) is removed when the registry is closed (prestage_drop); a
- * crash leaves it as garbage (its flock dies with its stager), which
- * reclaim removes: reclaim skips a staging directory whose flock is held
- * (local_garbage.c), so a live waiter's staged lock is never collected.
+ * The owner document is built once, before the first attempt
+ * (hold_set_owners: its acquired_at is the first attempt's time, and it
+ * is not rewritten while the caller waits), so one staged directory
+ * serves every later attempt. An acquire that meets a conflict and is
+ * going to wait stages its exclusive locks before its first sleep
+ * (local_wait calls prestage_waiting: staging/acq.PID.RAND, flock()ed
+ * LOCK_EX by its stager); once served, publish takes the staged directory
+ * (prestage_take), and inside .coordination only the check, the markers,
+ * the rename into locks/ and the fsync of locks/ remain: the next
+ * holder's document fsync is off the hand-over path. An uncontended
+ * acquire stages under .coordination as before: staging ahead of an
+ * attempt that then fails would change the registry for a command that
+ * must change nothing. A staged directory not published (a timeout, a
+ * signal, a nested run) is removed when the registry is closed
+ * (prestage_drop); a crash leaves it as garbage (its flock dies with its
+ * stager), which reclaim removes; reclaim passes by a staging directory
+ * whose flock is held (local_garbage.c), so a waiter's staged lock is
+ * never collected.
  *
  * Shared requests are staged under .coordination as before (a reader
  * usually joins an existing lock: nothing to stage).
  *
- * A crash leaves, by step (the points are those of publish, which stages
- * the same way where nothing was prestaged): acquire:staged,
- * acquire:staging-synced - a staging directory (garbage); the workspace
- * is free; .coordination was not held.
+ * A crash leaves, by step (the points of stage_lock, which publish calls
+ * where nothing was staged): acquire:staged, acquire:staging-synced - a
+ * staging directory (garbage); the workspace is free.
  */
 #include "registry_local.h"
 #include "crypto.h"
@@ -107,7 +109,15 @@ static struct local_prestage *prestage_of(struct registry *reg, const struct own
 	return NULL;
 }
 
-void prestage_all(struct registry *reg, const struct owner *os, size_t n, bool keep_live)
+void prestage_note(struct registry *reg, const struct owner *os, size_t n, bool keep_live)
+{
+	loc(reg)->pre_os = os;
+	loc(reg)->pre_n = n;
+	loc(reg)->pre_live = keep_live;
+}
+
+static void prestage_all(struct registry *reg, const struct owner *os, size_t n,
+			 bool keep_live)
 {
 	struct local *l = loc(reg);
 
@@ -144,6 +154,12 @@ void prestage_all(struct registry *reg, const struct owner *os, size_t n, bool k
 	}
 }
 
+void prestage_waiting(struct registry *reg)
+{
+	if (loc(reg)->pre_os != NULL)
+		prestage_all(reg, loc(reg)->pre_os, loc(reg)->pre_n, loc(reg)->pre_live);
+}
+
 bool prestage_take(struct registry *reg, const struct owner *o, bool keep_live,
 		   char stage[STAGE_NAME_MAX], int *sfd, int *lfd)
 {
@@ -174,4 +190,5 @@ void prestage_drop(struct registry *reg)
 	}
 	free(l->pre);
 	l->pre = NULL;
+	l->pre_os = NULL;
 }

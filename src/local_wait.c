@@ -591,6 +591,9 @@ int local_wait(struct registry *reg, int sigfd, long timeout_ms,
 	struct wait_set ws = { { -1, -1, -1, -1 }, -1, false };
 	int rc = 0;
 
+	/* Before the first sleep: the lock staged, owner.json fsynced, so
+	 * that once served only the rename and locks/ remain. */
+	prestage_waiting(reg);
 	if (q == NULL || q->watch_fd < 0 || q->target == TARGET_NONE) {
 		/* No watches (inotify unavailable): a bounded sleep. */
 		struct pollfd p = { sigfd, POLLIN, 0 };

@@ -101,8 +101,8 @@
  * within its writeback interval). On tmpfs nothing survives a crash, so
  * nothing is synced. An uncontended acquire on a journaled filesystem thus
  * makes two fsyncs (owner.json, then locks/), the least the promise allows;
- * the first before .coordination is taken (local_prestage.c), so a waiter
- * that is served makes only the second.
+ * a waiter makes the first before it sleeps (local_prestage.c), so once
+ * served it makes only the second.
  */
 #include "registry.h"
 #include "registry_backend.h"
@@ -396,7 +396,7 @@ int publish(struct registry *reg, const struct owner *o, int *live_fd,
 	int sfd = -1, lfd = -1;
 
 	crypto_path_key(o->workspace_root, key);
-	/* Staged before .coordination (local_prestage.c), else here. */
+	/* Staged by a waiter before it slept (local_prestage.c), else here. */
 	if (!prestage_take(reg, o, live_fd != NULL, stage, &sfd, &lfd) &&
 	    stage_lock(reg, o, live_fd != NULL, stage, &sfd, &lfd, err) != 0)
 		return -1;

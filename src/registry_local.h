@@ -52,6 +52,9 @@ struct local {
 	bool below_left;	/* a mutation met a format 2 below marker in ids/ */
 	struct local_prestage *pre;	/* REGISTRY_MULTI_MAX locks staged before
 					 * .coordination (local_prestage.c), or NULL */
+	const struct owner *pre_os;	/* the last attempt's locks (prestage_note) */
+	size_t pre_n;
+	bool pre_live;
 	bool listing;		/* local_list runs: its entries go to readers,
 				 * which need no live file identity (nest.c) */
 };
@@ -147,10 +150,15 @@ int stage_dir_make(struct registry *reg, char stage[STAGE_NAME_MAX], char path[P
 int stage_lock(struct registry *reg, const struct owner *o, bool keep_live,
 	       char stage[STAGE_NAME_MAX], int *sfd, int *lfd, struct wsl_error *err);
 
-/* Stages the exclusive locks of os[0..n) that are not staged yet, before
- * the caller takes .coordination (keep_live: a run keeps live files). No
- * error: what cannot be staged here is staged by publish. */
-void prestage_all(struct registry *reg, const struct owner *os, size_t n, bool keep_live);
+/* Notes the locks os[0..n) an attempt asks for (keep_live: a run keeps
+ * live files), which a waiter stages before it sleeps; os must stay valid
+ * until the next attempt or the registry's close. */
+void prestage_note(struct registry *reg, const struct owner *os, size_t n, bool keep_live);
+
+/* Stages the noted exclusive locks that are not staged yet (called by
+ * local_wait before a waiter sleeps, outside .coordination). No error:
+ * what cannot be staged here is staged by publish. */
+void prestage_waiting(struct registry *reg);
 
 /* Hands o's prestaged lock to publish (stage name, directory and live
  * descriptors); false when none was staged. */

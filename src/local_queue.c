@@ -656,6 +656,32 @@ static void queued_conflict(struct lock_entry *conflict, const struct queue_entr
 		 e->pid, ws, e->since);
 }
 
+/* A queued conflict on a workspace that readers hold (a reader that
+ * could join them but for the waiter): names them in conflict->behind,
+ * so that the message says who holds it, then the waiter. Best effort:
+ * a lock that cannot be read leaves it NULL ("nobody yet"). */
+static void queued_behind(struct registry *reg, struct lock_entry *conflict)
+{
+	struct lock_entry held = { 0 };
+	struct wsl_error ignored = { 0 };
+	char key[WSL_KEY_HEX + 1], who[1200];
+	size_t len;
+
+	crypto_path_key(conflict->workspace_root, key);
+	if (local_get_key(reg, key, false, &held, &ignored) == 0 && held.state == LOCK_FREE)
+		identity_self(reg, conflict->workspace_root, key, false, &held, &ignored);
+	wsl_error_clear(&ignored);
+	if (held.state == LOCK_HELD && held.has_owner) {
+		lockrules_describe_holder(&held, who, sizeof(who));
+		len = strlen(who);
+		if (held.n_holders > 1)
+			snprintf(who + len, sizeof(who) - len, " and %zu other reader%s",
+				 held.n_holders - 1, held.n_holders > 2 ? "s" : "");
+		conflict->behind = strdup(who);
+	}
+	lock_entry_free(&held);
+}
+
 int queue_check(struct registry *reg, const struct owner *os, size_t n_os,
 		struct lock_entry *conflict, struct wsl_error *err)
 {
@@ -715,8 +741,10 @@ int queue_check(struct registry *reg, const struct owner *os, size_t n_os,
 		q->t_ino = p->ino;
 		q->t_pid = p->pid;
 		snprintf(q->t_pidns, sizeof(q->t_pidns), "%s", p->pidns);
-		if (conflict->state == LOCK_FREE)
+		if (conflict->state == LOCK_FREE) {
 			queued_conflict(conflict, p, &me);
+			queued_behind(reg, conflict);
+		}
 	} else {
 		/* No waiter ahead, or it would wait for itself: only real
 		 * locks count (the deadlock rule atop local_wait.c). */

@@ -30,6 +30,7 @@ void lock_entry_free(struct lock_entry *e)
 	free(e->holders);
 	free(e->raw);
 	free(e->retained);
+	free(e->behind);
 	memset(e, 0, sizeof(*e));
 	e->state = LOCK_FREE;
 }
@@ -167,7 +168,8 @@ void lockrules_describe_holder(const struct lock_entry *e, char *out, size_t len
 {
 	if (e->queued) {
 		snprintf(out, len,
-			 "nobody yet: a waiter queued ahead (pid %ld, since %s) is served first",
+			 "%s%s a waiter queued ahead (pid %ld, since %s) is served first",
+			 e->behind ? e->behind : "nobody yet", e->behind ? ", and" : ":",
 			 (long)e->owner.pid, e->owner.acquired_at);
 		return;
 	}

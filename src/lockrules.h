@@ -66,6 +66,11 @@ struct lock_entry {
 					 * DESIGN.md section 5); owner.pid and
 					 * owner.acquired_at (its arrival) are set,
 					 * has_owner is false, liveness live */
+	char *behind;			/* queued: who holds the workspace meanwhile
+					 * (readers a newcomer reader could have
+					 * joined but for the waiter), as
+					 * lockrules_describe_holder says it, malloc'd;
+					 * NULL: nobody */
 	/* Shared locks (DESIGN.md section 2, issue 15): the mode lives in
 	 * the lock, not in the owner document. A shared lock's entry
 	 * describes its representative holder (the one a writer meets

@@ -481,3 +481,15 @@ repair_cmd() {
 	[ "$(cat "$(M)/order")" = "$(printf 'r1\nw')" ]
 	[ "$(wsl inspect "$ws" | jq -r .state)" = free ]
 }
+
+@test "a reader refused behind a queued writer while a reader holds: the message names the holding reader, then the waiter ahead" {
+	mkws q
+	hold --shared --purpose "reader one" "$(W q)"
+	queue_waiter writer "$(W q)"
+	run -75 --separate-stderr wsl run -n --shared "$(W q)" -- true
+	[[ $stderr == *"is locked by pid $HOLD_PID on host "*'(purpose "reader one"'*"), and a waiter queued ahead (pid $WAITER_PID, since "*") is served first [WSLOCK_BUSY]" ]] ||
+		fail "stderr: $stderr"
+	[[ $stderr != *"nobody"* ]] || fail "nobody: $stderr"
+	unhold
+	wait_exit "$WAITER_PID" 20
+}

@@ -294,6 +294,21 @@ static int emit(struct cli *c, json_t *out, bool silent, json_t *collect)
 	return 0;
 }
 
+/* The exit status of err, reported as every error is, except with
+ * --exit-status -q: then the status says it all and nothing is printed
+ * (a workspace that does not exist: 66, silently). Clears err. */
+static int quiet_error(struct cli *c, const struct inspect_args *a, struct wsl_error *err)
+{
+	int status;
+
+	if (a->exit_status && c->quiet)
+		status = wsl_code_exit(err->code);
+	else
+		status = output_error(c, err);
+	wsl_error_clear(err);
+	return status;
+}
+
 static void queued_free(struct lock_entry *q, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -521,7 +536,7 @@ static int inspect_main(struct cli *c, int argc, char **argv)
 	 * rename, so inspect sees the old or the new state, and a stopped
 	 * wslock inside .coordination cannot make it hang. */
 	if (registry_open(&reg, &c->reg_cfg, false, &err) != 0)
-		return output_error(c, &err);
+		return quiet_error(c, &a, &err);
 	if (a.registry) {
 		rc = inspect_registry(c, &reg);
 	} else if (a.operation_id) {
@@ -538,11 +553,8 @@ static int inspect_main(struct cli *c, int argc, char **argv)
 			inspect_one(c, &reg, argv[first], &a, &state, NULL, &err);
 	}
 	registry_close(&reg);
-	if (rc < 0) {
-		status = output_error(c, &err);
-		wsl_error_clear(&err);
-		return status;
-	}
+	if (rc < 0)
+		return quiet_error(c, &a, &err);
 	return rc == 0 && a.exit_status ? state : rc;
 }
 

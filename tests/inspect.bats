@@ -447,3 +447,10 @@ exit_state() {
 		sh "$(W dead/sub)"
 	[ "$output" = other ] || fail "the snippet says: $output"
 }
+
+@test "inspect -q --exit-status prints nothing at all, even for an error: the status says it (66 for a workspace that does not exist)" {
+	run -66 --separate-stderr wsl inspect -q --exit-status "$BATS_TEST_TMPDIR/nonexistent"
+	[ -z "$output$stderr" ] || fail "stdout '$output' stderr '$stderr'"
+	run -66 --separate-stderr wsl inspect --exit-status "$BATS_TEST_TMPDIR/nonexistent"
+	[[ $stderr == *WSLOCK_NO_WORKSPACE* ]]
+}

@@ -95,6 +95,7 @@ struct etcd_set {
 	char **vals;			/* their stored bytes */
 	size_t *lens;
 	long long create;		/* the create revision of every lock key */
+	size_t retained;		/* how many of them were retained so far */
 };
 
 /* What a lock entry does not say about its key. */

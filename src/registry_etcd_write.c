@@ -620,7 +620,11 @@ int etcd_retain(struct registry *reg, const char *workspace,
 			      "the lock of %s changed while held; nothing retained", workspace);
 		goto out;
 	}
-	lease_drop(s, token, true);
+	/* Of a set held at once, the lease goes with the last one retained:
+	 * revoked now, it would make the others read dead before they are
+	 * retained too. */
+	if (!set_names(s, token) || ++s->set->retained >= s->set->n)
+		lease_drop(s, token, true);
 	rc = 0;
 out:
 	lock_entry_free(&e);

@@ -254,3 +254,22 @@ EOF
 	# stopped at once (SIGKILL: a lost lock gives no grace)
 	wait_for "! is_running $HOLD_CHILD" 10 || fail "the command was not stopped"
 }
+
+@test "etcd multi: run --retain-on-failure A B of a failing command leaves both retained with its status, recovered one by one" {
+	mkws a b
+	run -3 --separate-stderr wsl run --retain-on-failure "$(W a)" "$(W b)" -- sh -c 'exit 3'
+	local ws
+	for ws in "$(W a)" "$(W b)"; do
+		run -0 wsl inspect "$ws"
+		jq -e '.state == "retained" and (.retained.exit_status == 3)' <<<"$output" >/dev/null ||
+			fail "$ws: $output"
+	done
+	[ "$(keys retained)" = 2 ] && [ "$(keys live)" = 0 ]
+	run -69 --separate-stderr wsl run -n "$(W b)" "$(W a)" -- echo SHOULD-NOT-RUN
+	[[ $stderr == *WSLOCK_RECOVERY_REQUIRED* ]] || fail "stderr: $stderr"
+	for ws in "$(W a)" "$(W b)"; do
+		wsl inspect --owner "$ws" >"$BATS_TEST_TMPDIR/owner.json"
+		run -0 wsl recover --expected-owner "$BATS_TEST_TMPDIR/owner.json" "$ws"
+	done
+	[ "$(keys lock)" = 0 ] && [ "$(keys retained)" = 0 ]
+}

@@ -127,6 +127,8 @@ waiter() {
 		.owners[0].kind == "wslock-owner" and (.fence | type) == "number"' <<<"$OWNER" >/dev/null ||
 		fail "owners: $OWNER"
 	t=$(jq -r '.owners[0].token' <<<"$OWNER")
+	pgrep -f -- "acquire --pid $SLEEPER_PID $(W a) $(W b)" >/dev/null ||
+		fail "no keeper: $(pgrep -af -- "--pid $SLEEPER_PID")"
 	run -0 wsl inspect "$(W a)" "$(W b)"
 	jq -e '[.workspaces[].state] == ["held", "held"] and [.workspaces[].liveness] == ["live", "live"]' \
 		<<<"$output" >/dev/null || fail "inspect: $output"
@@ -145,6 +147,9 @@ waiter() {
 		[.releases[].workspace_root] == [$a, $b] and .releases[0].owner.token == .releases[1].owner.token' \
 		<<<"$output" >/dev/null || fail "release: $output"
 	[ "$(state "$(W a)")" = free ] && [ "$(state "$(W b)")" = free ]
+	# the set's one keeper is gone with it (release pokes it)
+	wait_for "! pgrep -f -- 'acquire --pid $SLEEPER_PID $(W a) $(W b)' >/dev/null" 10 ||
+		fail "the keeper of A B still runs: $(pgrep -af -- "--pid $SLEEPER_PID")"
 	run -0 wsl inspect --exit-status -q "$(W a)" "$(W b)"
 	run -75 wsl inspect --exit-status -q "$(W a)" "$(W c)"
 	run -0 wsl release --token "$tc" "$(W c)"

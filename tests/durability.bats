@@ -64,12 +64,13 @@ fsyncs_of_acquire() {
 		"$WSLOCK" run -q "$m/ws" -- true </dev/null 2>"$BATS_TEST_TMPDIR/waiter.err" 3>&- &
 	w=$!
 	track_pid "$w"
-	wait_for "compgen -G '$WSLOCK_DIR/queue/*' >/dev/null || ! is_running $w" 20 ||
-		fail "the waiter never queued"
-	compgen -G "$WSLOCK_DIR/queue/*" >/dev/null ||
-		fail "the waiter ended before it queued: $(cat "$BATS_TEST_TMPDIR/waiter.err")"
-	# Its lock is staged while it waits, and reclaim leaves it alone.
-	compgen -G "$WSLOCK_DIR/staging/acq.*/owner.json" >/dev/null || fail "nothing staged"
+	# It queues, then stages its lock before it sleeps.
+	wait_for "compgen -G '$WSLOCK_DIR/staging/acq.*/owner.json' >/dev/null || ! is_running $w" 20 ||
+		fail "the waiter never staged its lock"
+	compgen -G "$WSLOCK_DIR/staging/acq.*/owner.json" >/dev/null ||
+		fail "the waiter ended before it staged: $(cat "$BATS_TEST_TMPDIR/waiter.err")"
+	compgen -G "$WSLOCK_DIR/queue/*" >/dev/null || fail "a staged waiter that is not queued"
+	# reclaim leaves a waiter's staged lock alone.
 	wsl reclaim --yes
 	compgen -G "$WSLOCK_DIR/staging/acq.*/owner.json" >/dev/null ||
 		fail "reclaim removed a waiter's staged lock"

@@ -23,14 +23,9 @@ teardown_file() {
 }
 
 local_setup() {
-	need_etcd
-	export WSLOCK_BACKEND=etcd WSLOCK_ETCD_ENDPOINTS=$WSL_ETCD_EP ETCDCTL_API=3
+	etcd_use
 }
 
-# ectl ARGS...: etcdctl against the single-member cluster.
-ectl() {
-	etcdctl --endpoints="$WSL_ETCD_EP" --dial-timeout=2s --command-timeout=5s "$@"
-}
 
 # lease_of WS: the lease id (decimal, 0: none) of WS's liveness key (the
 # owner key itself is never on a lease: owner_lease_of).  Read with grep:

@@ -20,15 +20,9 @@ teardown_file() {
 }
 
 local_setup() {
-	need_etcd
-	export WSLOCK_BACKEND=etcd WSLOCK_ETCD_ENDPOINTS=$WSL_ETCD_EP ETCDCTL_API=3
-	# a prefix of the test's own: no key of another test is seen
-	export WSLOCK_ETCD_PREFIX="/wslock-m$BATS_TEST_NUMBER/"
+	etcd_use m
 }
 
-ectl() {
-	etcdctl --endpoints="$WSL_ETCD_EP" --dial-timeout=2s --command-timeout=5s "$@"
-}
 
 # keys KIND: how many keys of KIND (lock, live, lease, queue, retained)
 # the test's prefix holds.

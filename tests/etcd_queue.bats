@@ -19,15 +19,9 @@ teardown_file() {
 }
 
 local_setup() {
-	need_etcd
-	export WSLOCK_BACKEND=etcd WSLOCK_ETCD_ENDPOINTS=$WSL_ETCD_EP ETCDCTL_API=3
-	# a prefix of the test's own: no queue key of another test is seen
-	export WSLOCK_ETCD_PREFIX="/wslock-q$BATS_TEST_NUMBER/"
+	etcd_use q
 }
 
-ectl() {
-	etcdctl --endpoints="$WSL_ETCD_EP" --dial-timeout=2s --command-timeout=5s "$@"
-}
 
 # queued [WS]: how many queue keys etcd holds (for WS and every workspace
 # below it; without WS: all of the prefix).

@@ -24,15 +24,9 @@ teardown_file() {
 }
 
 local_setup() {
-	need_etcd
-	export WSLOCK_BACKEND=etcd WSLOCK_ETCD_ENDPOINTS=$WSL_ETCD_EP ETCDCTL_API=3
-	# a prefix of the test's own: no key of another test is seen
-	export WSLOCK_ETCD_PREFIX="/wslock-s$BATS_TEST_NUMBER/"
+	etcd_use s
 }
 
-ectl() {
-	etcdctl --endpoints="$WSL_ETCD_EP" --dial-timeout=2s --command-timeout=5s "$@"
-}
 
 # nkeys PREFIX: how many keys lie below $WSLOCK_ETCD_PREFIX PREFIX.
 nkeys() {

@@ -334,6 +334,23 @@ need_etcd() {
 		skip "etcd is not installed (apt-get install etcd-server etcd-client)"
 }
 
+# etcd_use [TAG]: from local_setup, a test of the file's etcd member
+# (need_etcd skips without one): the backend and endpoint variables, and
+# with TAG a key prefix of the test's own, /wslock-TAGN/ (N: the test's
+# number), so that no key of another test is seen.
+etcd_use() {
+	need_etcd
+	export WSLOCK_BACKEND=etcd WSLOCK_ETCD_ENDPOINTS=$WSL_ETCD_EP ETCDCTL_API=3
+	if [ $# -gt 0 ]; then
+		export WSLOCK_ETCD_PREFIX="/wslock-$1$BATS_TEST_NUMBER/"
+	fi
+}
+
+# ectl ARGS...: etcdctl against the file's etcd member, bounded.
+ectl() {
+	etcdctl --endpoints="$WSL_ETCD_EP" --dial-timeout=2s --command-timeout=5s "$@"
+}
+
 # queued PID: PID has an entry in the local registry's FIFO wait queue
 # ($WSLOCK_DIR/queue/SEQ.PID.RAND).
 queued() {

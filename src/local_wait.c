@@ -527,6 +527,10 @@ static int wait_arm(struct registry *reg, struct local_queue *q, struct wait_set
 		if (gone)
 			return 1;
 	}
+	/* Without a pidfd for the holder-to-be (before Linux 5.3, or under
+	 * a tool that lacks pidfd_open) it is looked at every poll. */
+	if (q->own_pid != getpid() && q->own_pidfd < 0)
+		ws->slow = true;
 	return 0;
 }
 
@@ -579,6 +583,9 @@ static int wait_once(struct registry *reg, struct local_queue *q,
 	    release_seen(q->watch_fd, ws->wds[2], q->t_key, ws->wds[3], q->t_holder_dir))
 		return 0;
 	if (ws->slow && q->t_pid_watch && ws->pidfd < 0 && holder_gone_slow(q))
+		return 0;
+	if (ws->slow && q->own_pid != getpid() && q->own_pidfd < 0 &&
+	    platform_pid_ended(platform_pid_fate(q->own_pid, q->own_has_ticks, q->own_ticks, NULL)))
 		return 0;
 	return 2;
 }

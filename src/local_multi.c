@@ -67,14 +67,8 @@ static int check_all(struct registry *reg, const struct owner *os, size_t n,
 
 		if (local_check_locks(reg, &os[i], &c, &join[i], err) != 0)
 			return -1;
-		if (c.state != LOCK_FREE &&
-		    (conflict->state == LOCK_FREE || lockrules_conflict_worse(&c, conflict))) {
-			lock_entry_free(conflict);
-			*conflict = c;
+		if (lockrules_conflict_take(conflict, &c))
 			*which = i;
-		} else {
-			lock_entry_free(&c);
-		}
 	}
 	return 0;
 }

@@ -152,6 +152,21 @@ void lockrules_conflict_keep(struct lock_entry *best, struct lock_entry *cand)
 	memset(cand, 0, sizeof(*cand));
 }
 
+bool lockrules_conflict_take(struct lock_entry *best, struct lock_entry *cand)
+{
+	bool take = cand->state != LOCK_FREE &&
+		    (best->state == LOCK_FREE || lockrules_conflict_worse(cand, best));
+
+	if (take) {
+		lock_entry_free(best);
+		*best = *cand;
+	} else {
+		lock_entry_free(cand);
+	}
+	memset(cand, 0, sizeof(*cand));
+	return take;
+}
+
 void lockrules_conflict_keep_own(struct lock_entry *best, struct lock_entry *own,
 				 const char *workspace)
 {

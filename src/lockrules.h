@@ -173,6 +173,11 @@ size_t lockrules_representative(const struct lock_entry *h, size_t n);
  * empty. The one ranking of conflicts, used by every backend. */
 void lockrules_conflict_keep(struct lock_entry *best, struct lock_entry *cand);
 
+/* As lockrules_conflict_keep, for a cand that may be free (a free cand is
+ * only freed): true when cand was moved into best. For the checks of a set
+ * of workspaces, which note the index of the conflict they keep. */
+bool lockrules_conflict_take(struct lock_entry *best, struct lock_entry *cand);
+
 /* Whether conflict cand ranks before best in that order (strictly: of
  * two alike, the one found first is kept), as lockrules_conflict_keep
  * decides; acquires of several workspaces rank theirs so. */

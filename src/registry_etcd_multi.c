@@ -311,14 +311,8 @@ static int find_conflicts(struct registry *reg, const struct owner *os, size_t n
 		for (size_t j = 0; j < nov; j++)
 			lockrules_conflict_keep(&c, &ov[j].entry);
 		lock_overlaps_free(ov, nov);
-		if (c.state != LOCK_FREE &&
-		    (conflict->state == LOCK_FREE || lockrules_conflict_worse(&c, conflict))) {
-			lock_entry_free(conflict);
-			*conflict = c;
+		if (lockrules_conflict_take(conflict, &c))
 			*which = i;
-		} else {
-			lock_entry_free(&c);
-		}
 	}
 	return 0;
 }

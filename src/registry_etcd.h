@@ -322,6 +322,12 @@ int queue_compares(const struct etcd_state *s, const char *ws,
  * o's queue key again when its lease was lost. */
 int queue_ahead(struct etcd_state *s, const struct owner *o, struct lock_entry *ahead,
 		struct wsl_error *err);
+/* A queued acquire's turn (s->queued): the lease renewed (lease_ready,
+ * which keeps the place), then, unless it waited at the head, queue_ahead.
+ * 1 with *conflict the live waiter ahead (its turn has not come), 0 its
+ * turn, -1 with err. */
+int queue_turn(struct etcd_state *s, const struct owner *o, struct lock_entry *conflict,
+	       struct wsl_error *err);
 /* The put of o's queue key on s->lease into *op (*value: its bytes, to
  * free), for a transaction that joins the queue; queue_joined once it
  * was applied. */

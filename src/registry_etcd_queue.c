@@ -388,6 +388,22 @@ int queue_ahead(struct etcd_state *s, const struct owner *o, struct lock_entry *
 	return queue_ahead_set(s, o, 1, ahead, &which, err);
 }
 
+int queue_turn(struct etcd_state *s, const struct owner *o, struct lock_entry *conflict,
+	       struct wsl_error *err)
+{
+	struct lock_entry ahead;
+
+	memset(&ahead, 0, sizeof(ahead));
+	ahead.state = LOCK_FREE;
+	if (lease_ready(s, err) != 0 ||
+	    (!s->wait_head && queue_ahead(s, o, &ahead, err) != 0))
+		return -1;
+	if (ahead.state == LOCK_FREE)
+		return 0;
+	*conflict = ahead;
+	return 1;
+}
+
 int queue_ahead_set(struct etcd_state *s, const struct owner *os, size_t nos,
 		    struct lock_entry *ahead, size_t *which, struct wsl_error *err)
 {

@@ -400,18 +400,13 @@ int etcd_shared_acquire(struct registry *reg, const struct owner *o,
 	fops[nc].range_end = hend;
 	fops[nc].range_end_len = etcd_prefix_end(hpre.b, hpre.len, hend);
 	if (s->queued) {
-		struct lock_entry ahead;
-
 		/* A reader waits only for exclusive waiters ahead of it
 		 * (queue_ahead with s->want_shared). */
-		memset(&ahead, 0, sizeof(ahead));
-		ahead.state = LOCK_FREE;
-		if (lease_ready(s, err) != 0 ||
-		    (!s->wait_head && queue_ahead(s, o, &ahead, err) != 0))
-			goto out;
-		if (ahead.state != LOCK_FREE) {
-			*conflict = ahead;
-			rc = ACQUIRE_CONFLICT;
+		int turn = queue_turn(s, o, conflict, err);
+
+		if (turn != 0) {
+			if (turn > 0)
+				rc = ACQUIRE_CONFLICT;
 			goto out;
 		}
 	} else if (queue_compares(s, ws, cmp + nc, qkeys, qkeys + qroom, &nq, err) != 0) {

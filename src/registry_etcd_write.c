@@ -242,25 +242,19 @@ int etcd_try_acquire(struct registry *reg, const struct owner *o,
 	if (nc < 0)
 		goto out;
 	if (s->queued) {
-		struct lock_entry ahead;
-
 		/* Our turn only when no overlapping waiter is ahead of us
 		 * (the design is atop registry_etcd_queue.c); renewing the
 		 * lease keeps our place. At the head (we waited for the
 		 * holder) none can be: a waiter ahead has a lower revision,
-		 * and none is put any more. */
-		memset(&ahead, 0, sizeof(ahead));
-		ahead.state = LOCK_FREE;
-		if (lease_ready(s, err) != 0 ||
-		    (!s->wait_head && queue_ahead(s, o, &ahead, err) != 0))
-			goto out;
-		if (ahead.state != LOCK_FREE) {
-			/* The waiter ahead is the conflict (live): a dead or
-			 * corrupt holder is judged at the head of the queue,
-			 * and reading it now would cost every waiter three
-			 * requests at every wake-up. */
-			*conflict = ahead;
-			rc = ACQUIRE_CONFLICT;
+		 * and none is put any more. The waiter ahead is the conflict
+		 * (live): a dead or corrupt holder is judged at the head of
+		 * the queue, and reading it now would cost every waiter
+		 * three requests at every wake-up. */
+		int turn = queue_turn(s, o, conflict, err);
+
+		if (turn != 0) {
+			if (turn > 0)
+				rc = ACQUIRE_CONFLICT;
 			goto out;
 		}
 		if (!s->wait_head) {
